@@ -1,0 +1,72 @@
+# Userland Makefile. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/userland-dev/userland/internal/version.Version=$(VERSION) -X github.com/userland-dev/userland/internal/version.Commit=$(COMMIT)
+
+BIN := $(CURDIR)/bin
+CONTROLLER_GEN_VERSION := v0.23.0
+GOLANGCI_LINT_VERSION := v2.15.0
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# Tests build and start a real control plane; give them room on 2 cores.
+TEST_TIMEOUT ?= 60m
+TEST_FLAGS ?=
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2} /^##@/ {printf "\n\033[1m%s\033[0m\n", substr($$0, 5)}' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: build
+build: ## Build bin/userland.
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/userland ./cmd/userland
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd/bases.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/crdbounds config/crd/bases
+
+.PHONY: control-plane
+control-plane: ## Build (or reuse from cache) kube-apiserver, controller-manager, scheduler, etcd and kwok.
+	hack/build-control-plane.sh >/dev/null
+
+.PHONY: test
+test: control-plane ## Run all tests against a real control plane (first run builds it, ~12 minutes).
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify
+verify: ## Fail if generated files are stale, then vet and lint.
+	$(MAKE) generate manifests
+	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+		echo "verify: generated files are stale; run 'make generate manifests' and commit:"; \
+		git status --porcelain -- api config; git --no-pager diff -- api config | head -50; exit 1; \
+	fi
+	go vet ./...
+	$(MAKE) lint
+
+##@ Tools
+
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(BIN)/controller-gen $@
+
+$(GOLANGCI_LINT):
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(BIN)/golangci-lint $@

@@ -1,0 +1,35 @@
+package v1alpha1
+
+// Condition types reported on Userlands.
+const (
+	// ConditionReady is True when the environment is serving.
+	ConditionReady = "Ready"
+	// ConditionTemplateResolved is True when the referenced template exists.
+	ConditionTemplateResolved = "TemplateResolved"
+	// ConditionUpToDate is True when the environment runs the current
+	// template.
+	ConditionUpToDate = "UpToDate"
+)
+
+// Condition reasons.
+const (
+	// ReasonTemplateNotFound means the referenced template does not exist.
+	ReasonTemplateNotFound = "TemplateNotFound"
+	// ReasonTemplateFound means the referenced template exists.
+	ReasonTemplateFound = "TemplateFound"
+	// ReasonRolloutDeferred means a template change waits for the rollout
+	// policy.
+	ReasonRolloutDeferred = "RolloutDeferred"
+	// ReasonRolledOut means the environment runs the current template.
+	ReasonRolledOut = "RolledOut"
+)
+
+// Labels and annotations Userland puts on the objects it manages.
+const (
+	// LabelManagedBy is the standard label every child carries.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is LabelManagedBy's value on Userland's children.
+	ManagedByValue = "userland"
+	// LabelUserland names the Userland a child belongs to.
+	LabelUserland = "userland.dev/userland"
+)

@@ -1,0 +1,15 @@
+// Command kube-scheduler is the upstream kube-scheduler, built from k8s.io/kubernetes.
+package main
+
+import (
+	"os"
+
+	"github.com/userland-dev/userland/hack/tools/parentwatch"
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	parentwatch.Start()
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}
