@@ -119,7 +119,8 @@ type UserlandStatus struct {
 }
 
 // Userland is one user's environment: who it belongs to and which template
-// it runs.
+// it runs. Its name names the environment's Service, so it must be a DNS-1035
+// label (hack/crdpatch adds that rule to the CRD).
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ul,categories=userland-all
@@ -129,8 +130,6 @@ type UserlandStatus struct {
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
 // +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivityTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it names the environment's Service"
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lower-case letters, digits and '-' (it names a Service)"
 type Userland struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
