@@ -38,6 +38,7 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd/bases.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	go run ./hack/crdpatch config/crd/bases
+	go run ./hack/apidocs config/crd/bases config/samples docs/api.md
 
 .PHONY: control-plane
 control-plane: ## Build (or reuse from cache) kube-apiserver, controller-manager, scheduler, etcd and kwok.

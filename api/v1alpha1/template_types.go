@@ -313,7 +313,3 @@ type ClusterTemplateList struct {
 	// Items are the ClusterTemplates.
 	Items []ClusterTemplate `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Template{}, &TemplateList{}, &ClusterTemplate{}, &ClusterTemplateList{})
-}

@@ -149,7 +149,3 @@ type UserlandList struct {
 	// Items are the Userlands.
 	Items []Userland `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Userland{}, &UserlandList{})
-}

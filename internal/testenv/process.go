@@ -52,7 +52,7 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 func (p *process) exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited (%v); last log lines:\n%s", p.name, p.err, p.logTail(20))
+		return fmt.Errorf("%s exited (%w); last log lines:\n%s", p.name, p.err, p.logTail(20))
 	default:
 		return nil
 	}

@@ -119,13 +119,11 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 
 	if err := e.startAPI(bins); err != nil {
-		e.Stop()
-		return nil, err
+		return nil, errors.Join(err, e.Stop())
 	}
 	if opts.Mode == Full {
 		if err := e.startFull(ctx, bins); err != nil {
-			e.Stop()
-			return nil, err
+			return nil, errors.Join(err, e.Stop())
 		}
 	}
 	return e, nil

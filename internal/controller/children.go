@@ -1,0 +1,361 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// apply server-side-applies desired unless the cached object already carries
+// the same applied hash: after convergence the controller sends nothing.
+func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.Object) error {
+	hash := hashOf(desired)
+	if cached != nil && cached.GetAnnotations()[AnnotationAppliedHash] == hash {
+		return nil
+	}
+	annotations := desired.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationAppliedHash] = hash
+	desired.SetAnnotations(annotations)
+
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return fmt.Errorf("converting %T to unstructured: %w", desired, err)
+	}
+	// Typed objects serialise empty status and a null creationTimestamp;
+	// applying those would claim fields the controller does not manage.
+	delete(u, "status")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
+	obj := &unstructured.Unstructured{Object: u}
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// getCached reads obj from the cache; a missing object yields nil.
+func (r *UserlandReconciler) getCached(ctx context.Context, key types.NamespacedName, obj client.Object) (client.Object, error) {
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting %T %s: %w", obj, key, err)
+	}
+	return obj, nil
+}
+
+// reconcileVolumes creates each template volume's claim once. Existing
+// claims are never recreated, shrunk or deleted here: only their labels,
+// owner (per reclaimPolicy) and a larger size are applied. A claim that
+// belongs to another user is never mounted.
+func (r *UserlandReconciler) reconcileVolumes(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	for _, v := range s.template.spec.Volumes {
+		desired := Claim(s.ul, v)
+		cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &corev1.PersistentVolumeClaim{})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if cached == nil {
+			if err := r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+				return ctrl.Result{}, fmt.Errorf("creating claim %s/%s: %w", desired.Namespace, desired.Name, err)
+			}
+			continue
+		}
+		existing := cached.(*corev1.PersistentVolumeClaim)
+		if existing.Labels[LabelUser] != desired.Labels[LabelUser] {
+			return r.stall(s, "VolumeConflict", fmt.Sprintf(
+				"claim %s belongs to another user; delete it or rename this Userland", existing.Name)), nil
+		}
+		if err := r.patchClaim(ctx, existing, desired); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// patchClaim brings an existing claim's mutable parts in line: labels, the
+// owner reference (re-adoption, or release on a switch to Retain) and growth.
+func (r *UserlandReconciler) patchClaim(ctx context.Context, existing, desired *corev1.PersistentVolumeClaim) error {
+	updated := existing.DeepCopy()
+	delete(updated.Labels, LabelRetained)
+	for k, v := range desired.Labels {
+		updated.Labels[k] = v
+	}
+	updated.OwnerReferences = desired.OwnerReferences
+	want := desired.Spec.Resources.Requests[corev1.ResourceStorage]
+	have := existing.Spec.Resources.Requests[corev1.ResourceStorage]
+	if want.Cmp(have) > 0 {
+		updated.Spec.Resources.Requests[corev1.ResourceStorage] = want
+	}
+	if equalClaims(existing, updated) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(existing), client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("updating claim %s/%s: %w", existing.Namespace, existing.Name, err)
+	}
+	return nil
+}
+
+func equalClaims(a, b *corev1.PersistentVolumeClaim) bool {
+	sa, sb := a.Spec.Resources.Requests[corev1.ResourceStorage], b.Spec.Resources.Requests[corev1.ResourceStorage]
+	return fmt.Sprint(a.Labels) == fmt.Sprint(b.Labels) &&
+		fmt.Sprint(a.OwnerReferences) == fmt.Sprint(b.OwnerReferences) && sa.Cmp(sb) == 0
+}
+
+func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	desired := Service(s.ul, s.template.spec.HTTP.Port)
+	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &corev1.Service{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.apply(ctx, desired, cached)
+}
+
+func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	desired := NetworkPolicy(s.ul, s.template.spec.HTTP.Port, r.GatewaySelector)
+	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &networkingv1.NetworkPolicy{})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.apply(ctx, desired, cached)
+}
+
+func parseTime(s string) *time.Time {
+	if s == "" {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+// reconcileDeployment decides whether the environment runs (suspend, idle)
+// and which pod template it runs (rollout policy), then applies it.
+func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	var annotations map[string]string
+	wasRunning := false
+	if s.dep != nil {
+		annotations = s.dep.Annotations
+		wasRunning = s.dep.Spec.Replicas != nil && *s.dep.Spec.Replicas > 0
+	}
+	startedAt := parseTime(annotations[AnnotationStartedAt])
+	idleStoppedAt := parseTime(annotations[AnnotationIdleStoppedAt])
+	var lastActivity *time.Time
+	if s.ul.Status.LastActivityTime != nil {
+		lastActivity = &s.ul.Status.LastActivityTime.Time
+	}
+
+	var result ctrl.Result
+	next := map[string]string{}
+	switch {
+	case s.ul.Spec.Suspend:
+		s.running, s.stopReason = false, v1alpha1.StoppedSuspended
+	default:
+		in := IdleInput{Now: s.now, LastActivity: lastActivity, IdleStoppedAt: idleStoppedAt}
+		if startedAt != nil {
+			in.StartedAt = *startedAt
+		} else {
+			in.StartedAt = s.now
+		}
+		if s.template.spec.Idle != nil {
+			in.Timeout = &s.template.spec.Idle.Timeout.Duration
+		}
+		d := DecideIdle(in)
+		s.running = d.Running
+		result.RequeueAfter = d.RequeueAfter
+		switch {
+		case d.Stop:
+			next[AnnotationIdleStoppedAt] = s.now.UTC().Format(time.RFC3339)
+			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "IdleStopped", "Stop",
+				"stopped after %s without activity", s.template.spec.Idle.Timeout.Duration)
+			r.Metrics.idleStop()
+		case !d.Running:
+			next[AnnotationIdleStoppedAt] = idleStoppedAt.UTC().Format(time.RFC3339)
+		case d.Wake:
+			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Woken", "Start", "started by activity after an idle stop")
+		}
+		if !s.running {
+			s.stopReason = v1alpha1.StoppedIdle
+		}
+	}
+	if s.running {
+		if wasRunning && startedAt != nil {
+			next[AnnotationStartedAt] = startedAt.UTC().Format(time.RFC3339)
+		} else {
+			next[AnnotationStartedAt] = s.now.UTC().Format(time.RFC3339)
+		}
+	}
+
+	desiredPod := PodTemplate(s.ul, s.template.spec, r.Routes)
+	pod, pending, requeue, err := r.choosePodTemplate(ctx, s, desiredPod, wasRunning, startedAt, lastActivity)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	result = lowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
+	s.ul.Status.UpdatePending = pending
+	if pending {
+		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRolloutDeferred,
+			fmt.Sprintf("a template change waits for the %s rollout policy", s.template.spec.Rollout.Policy))
+	} else {
+		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonRolledOut, "the environment runs the current template")
+	}
+
+	replicas := int32(0)
+	if s.running {
+		replicas = 1
+	}
+	desired := Deployment(s.ul, pod, replicas, next)
+	var cached client.Object
+	if s.dep != nil {
+		cached = s.dep
+	}
+	if err := r.apply(ctx, desired, cached); err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.running && !wasRunning && s.dep != nil {
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Started", "Start", "environment scaled up")
+	}
+	if !s.running && wasRunning {
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Stopped", "Stop", "environment scaled to zero (%s)", s.stopReason)
+	}
+	return result, nil
+}
+
+// choosePodTemplate applies the rollout policy: the new pod template, or the
+// one the Deployment runs now while the change is deferred.
+func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcileState, desired corev1.PodTemplateSpec,
+	wasRunning bool, startedAt, lastActivity *time.Time) (pod corev1.PodTemplateSpec, pending bool, requeue time.Duration, err error) {
+	if s.dep == nil {
+		return desired, false, 0, nil
+	}
+	current := s.dep.Spec.Template.Annotations[AnnotationTemplateHash]
+	outdated := current != desired.Annotations[AnnotationTemplateHash]
+	key := types.NamespacedName{Namespace: s.ul.Namespace, Name: s.ul.Name}
+	if !outdated {
+		if deploymentAvailable(s.dep) {
+			r.inflight.done(s.template.key, key)
+		}
+		return desired, false, 0, nil
+	}
+	lastActive := s.now
+	if startedAt != nil {
+		lastActive = *startedAt
+	}
+	if lastActivity != nil && lastActivity.After(lastActive) {
+		lastActive = *lastActivity
+	}
+	in := RolloutInput{
+		Policy: s.template.spec.Rollout.Policy, Outdated: true,
+		WasRunning: wasRunning, Running: s.running,
+		Now: s.now, LastActive: lastActive, IdleAfter: r.RolloutIdleAfter,
+	}
+	if in.Policy == v1alpha1.RolloutImmediate && wasRunning && s.running {
+		r.inflight.decide.Lock()
+		defer r.inflight.decide.Unlock()
+		if in.BudgetAvailable, err = r.budgetAvailable(ctx, s); err != nil {
+			return pod, false, 0, err
+		}
+	}
+	d := DecideRollout(in)
+	if !d.Apply {
+		r.Metrics.rolloutDeferred()
+		return *s.dep.Spec.Template.DeepCopy(), true, d.RequeueAfter, nil
+	}
+	if d.Restart {
+		r.inflight.add(s.template.key, key, s.now)
+	}
+	r.Metrics.rolloutApplied()
+	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)
+	return desired, false, 0, nil
+}
+
+// budgetAvailable reports whether restarting one more of the template's
+// running environments keeps the unavailable ones within maxUnavailable.
+// Unavailable counts running environments whose Deployment is not available
+// (from the cache) plus restarts started here that the cache may not show.
+func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileState) (bool, error) {
+	var siblings v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: s.template.key}); err != nil {
+		return false, fmt.Errorf("listing userlands of %s: %w", s.template.key, err)
+	}
+	running, unavailable := 0, 0
+	counted := map[types.NamespacedName]bool{}
+	for i := range siblings.Items {
+		sib := &siblings.Items[i]
+		var dep appsv1.Deployment
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(sib), &dep); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return false, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
+		}
+		if dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 {
+			continue
+		}
+		running++
+		if !deploymentAvailable(&dep) || dep.Status.ObservedGeneration < dep.Generation || dep.Status.UpdatedReplicas < 1 {
+			unavailable++
+			counted[client.ObjectKeyFromObject(sib)] = true
+		}
+	}
+	unavailable += r.inflight.count(s.template.key, s.now, counted)
+	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.spec.Rollout.MaxUnavailable, running, true)
+	if err != nil {
+		return false, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.key, err)
+	}
+	maxUnavailable = max(maxUnavailable, 1)
+	return unavailable < maxUnavailable, nil
+}
+
+// reconcileStatus reports the phase and the Ready condition.
+func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileState) (ctrl.Result, error) {
+	before := s.ul.Status.Phase
+	if !s.running {
+		s.ul.Status.Phase = v1alpha1.PhaseStopped
+		s.ul.Status.StoppedReason = s.stopReason
+		message := "suspended (spec.suspend is true)"
+		if s.stopReason == v1alpha1.StoppedIdle {
+			message = "stopped after no activity; the next request wakes it"
+		}
+		r.setCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, string(s.stopReason), message)
+		return ctrl.Result{}, nil
+	}
+	s.ul.Status.StoppedReason = ""
+	h := ObserveHealth(s.dep, s.pods)
+	s.ul.Status.Phase = h.Phase
+	status := metav1.ConditionFalse
+	if h.Phase == v1alpha1.PhaseReady {
+		status = metav1.ConditionTrue
+	}
+	r.setCondition(s, v1alpha1.ConditionReady, status, h.Reason, h.Message)
+	if before != h.Phase {
+		switch h.Phase {
+		case v1alpha1.PhaseReady:
+			if startedAt := parseTime(s.dep.Annotations[AnnotationStartedAt]); startedAt != nil {
+				r.Metrics.observeStart(s.now.Sub(*startedAt))
+			}
+		case v1alpha1.PhaseFailed:
+			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeWarning, h.Reason, "Start", h.Message)
+		}
+	}
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,273 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// Annotations and labels the controller keeps on children.
+const (
+	// AnnotationTemplateHash records the hash of the pod template a
+	// Deployment runs, so rollouts are detected without diffing specs.
+	AnnotationTemplateHash = "userland.dev/template-hash"
+	// AnnotationAppliedHash records the hash of what the controller last
+	// applied to a child, so unchanged children are not written again.
+	AnnotationAppliedHash = "userland.dev/applied-hash"
+	// AnnotationStartedAt is when the environment was last scaled up; idle
+	// time counts from the later of this and the last activity.
+	AnnotationStartedAt = "userland.dev/started-at"
+	// AnnotationIdleStoppedAt is when the environment was stopped for
+	// idleness; activity after it wakes the environment.
+	AnnotationIdleStoppedAt = "userland.dev/idle-stopped-at"
+	// LabelUser carries a hash of the owner's identity on retained volumes,
+	// so a volume is re-adopted only by a Userland of the same user.
+	LabelUser = "userland.dev/user-hash"
+	// LabelVolume names the template volume a claim was made for.
+	LabelVolume = "userland.dev/volume"
+	// LabelRetained marks claims kept after their Userland was deleted.
+	LabelRetained = "userland.dev/retained"
+)
+
+// Environment variables every container receives.
+const (
+	EnvUser      = "USERLAND_USER"
+	EnvName      = "USERLAND_NAME"
+	EnvNamespace = "USERLAND_NAMESPACE"
+	EnvBasePath  = "USERLAND_BASE_PATH"
+	EnvURL       = "USERLAND_URL"
+)
+
+// Routes says where the gateway serves environments.
+type Routes struct {
+	// GatewayURL is the gateway's external base URL, e.g.
+	// https://userland.example.edu.
+	GatewayURL *url.URL
+}
+
+// URL is the address a user opens for ul under the given routing.
+func (r Routes) URL(ul *v1alpha1.Userland, routing v1alpha1.Routing) string {
+	if r.GatewayURL == nil {
+		return ""
+	}
+	u := *r.GatewayURL
+	if routing == v1alpha1.RoutingSubdomain {
+		u.Host = ul.Name + "--" + ul.Namespace + "." + u.Host
+		u.Path = "/"
+		return u.String()
+	}
+	return u.JoinPath(BasePath(ul, routing)).String() + "/"
+}
+
+// BasePath is the path prefix the environment is served under.
+func BasePath(ul *v1alpha1.Userland, routing v1alpha1.Routing) string {
+	if routing == v1alpha1.RoutingSubdomain {
+		return "/"
+	}
+	return "/u/" + ul.Namespace + "/" + ul.Name + "/"
+}
+
+// childLabels are the labels every child carries.
+func childLabels(ul *v1alpha1.Userland) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
+		v1alpha1.LabelUserland:  ul.Name,
+	}
+}
+
+// UserHash is a label-safe digest of an identity; identities such as e-mail
+// addresses are not valid label values, and need not be readable there.
+func UserHash(user string) string {
+	sum := sha256.Sum256([]byte(user))
+	return hex.EncodeToString(sum[:])[:32]
+}
+
+func ownerRef(ul *v1alpha1.Userland) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         v1alpha1.GroupVersion.String(),
+		Kind:               "Userland",
+		Name:               ul.Name,
+		UID:                ul.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// hashOf returns a short stable digest of v's JSON form.
+func hashOf(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		// Only API types are hashed; they always marshal.
+		panic(fmt.Sprintf("hashing %T: %v", v, err))
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// ClaimName is the PersistentVolumeClaim of one template volume.
+func ClaimName(ul *v1alpha1.Userland, volume string) string {
+	return ul.Name + "-" + volume
+}
+
+// PodTemplate builds the pod an environment runs from the template: the
+// template's pod with the per-user volumes mounted, identity variables set,
+// the service-account token off unless asked for, and Userland's labels.
+func PodTemplate(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Routes) corev1.PodTemplateSpec {
+	pod := *spec.PodTemplate.DeepCopy()
+	pod.Labels = mergeLabels(pod.Labels, childLabels(ul))
+	if pod.Spec.AutomountServiceAccountToken == nil {
+		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+	env := []corev1.EnvVar{
+		{Name: EnvUser, Value: ul.Spec.User},
+		{Name: EnvName, Value: ul.Name},
+		{Name: EnvNamespace, Value: ul.Namespace},
+		{Name: EnvBasePath, Value: BasePath(ul, spec.HTTP.Routing)},
+		{Name: EnvURL, Value: routes.URL(ul, spec.HTTP.Routing)},
+	}
+	for _, v := range spec.Volumes {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: "userland-" + v.Name,
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+				ClaimName: ClaimName(ul, v.Name),
+			}},
+		})
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		// Identity variables come first so the template's own variables
+		// can refer to them with $(USERLAND_...).
+		c.Env = append(slices.Clone(env), c.Env...)
+		for _, v := range spec.Volumes {
+			if len(v.Containers) == 0 || slices.Contains(v.Containers, c.Name) {
+				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "userland-" + v.Name, MountPath: v.MountPath})
+			}
+		}
+	}
+	pod.Annotations = maps.Clone(pod.Annotations)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationTemplateHash] = hashOf(pod)
+	return pod
+}
+
+func mergeLabels(base, overrides map[string]string) map[string]string {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, overrides)
+	return out
+}
+
+// Deployment builds the environment's Deployment: one replica when running,
+// none when stopped, recreated rather than rolled (a ReadWriteOnce volume
+// cannot be attached to old and new pods at once).
+func Deployment(ul *v1alpha1.Userland, pod corev1.PodTemplateSpec, replicas int32, annotations map[string]string) *appsv1.Deployment {
+	d := &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ul.Name, Namespace: ul.Namespace,
+			Labels:          childLabels(ul),
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{ownerRef(ul)},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:             ptr.To(replicas),
+			Selector:             &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}},
+			Strategy:             appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			RevisionHistoryLimit: ptr.To[int32](2),
+			Template:             pod,
+		},
+	}
+	return d
+}
+
+// Service builds the ClusterIP Service the gateway proxies to.
+func Service(ul *v1alpha1.Userland, port int32) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ul.Name, Namespace: ul.Namespace,
+			Labels:          childLabels(ul),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(ul)},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: map[string]string{v1alpha1.LabelUserland: ul.Name},
+			Ports: []corev1.ServicePort{{
+				Name: "http", Protocol: corev1.ProtocolTCP,
+				Port: port, TargetPort: intstr.FromInt32(port),
+			}},
+		},
+	}
+}
+
+// NetworkPolicy admits traffic to the environment's pods only from the
+// gateway's pods (in any namespace), on the HTTP port. Other users' pods
+// cannot reach it.
+func NetworkPolicy(ul *v1alpha1.Userland, port int32, gateway *metav1.LabelSelector) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ul.Name, Namespace: ul.Namespace,
+			Labels:          childLabels(ul),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(ul)},
+		},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{},
+					PodSelector:       gateway,
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{
+					Protocol: ptr.To(corev1.ProtocolTCP),
+					Port:     ptr.To(intstr.FromInt32(port)),
+				}},
+			}},
+		},
+	}
+}
+
+// Claim builds a new PersistentVolumeClaim for one template volume. Claims
+// with reclaimPolicy Delete are owned by the Userland (garbage-collected with
+// it); retained ones are not, and carry the user's hash for re-adoption.
+func Claim(ul *v1alpha1.Userland, v v1alpha1.VolumeSpec) *corev1.PersistentVolumeClaim {
+	labels := childLabels(ul)
+	labels[LabelVolume] = v.Name
+	labels[LabelUser] = UserHash(ul.Spec.User)
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClaimName(ul, v.Name), Namespace: ul.Namespace,
+			Labels: labels,
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      v.AccessModes,
+			StorageClassName: v.StorageClassName,
+		},
+	}
+	if v.Size != nil {
+		pvc.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: *v.Size}
+	}
+	if v.ReclaimPolicy == v1alpha1.ReclaimDelete {
+		pvc.OwnerReferences = []metav1.OwnerReference{ownerRef(ul)}
+	}
+	return pvc
+}

@@ -1,0 +1,127 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// Options configure the controller manager; `userland controller` fills
+// them from flags.
+type Options struct {
+	// MetricsAddr serves Prometheus metrics ("0" disables).
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz.
+	ProbeAddr string
+	// LeaderElection makes only one replica reconcile at a time.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the lease (default: in-cluster namespace).
+	LeaderElectionNamespace string
+	// Workers is how many Userlands are reconciled in parallel.
+	Workers int
+	// GatewayURL is the gateway's external URL, for status.url.
+	GatewayURL string
+	// GatewaySelector selects gateway pods in NetworkPolicies.
+	GatewaySelector string
+	// RolloutIdleAfter is how long without activity makes a WhenIdle
+	// rollout due.
+	RolloutIdleAfter time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.PassiveClock
+	// Registry receives the controller's metrics; default controller-runtime's
+	// registry, which the metrics endpoint serves. Tests that start several
+	// managers in one process pass their own.
+	Registry prometheus.Registerer
+}
+
+// Scheme returns a scheme with the core kinds and Userland's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// NewManager builds a manager running the Userland and template-status
+// reconcilers against cfg.
+func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	gatewayURL, err := url.Parse(opts.GatewayURL)
+	if err != nil || (opts.GatewayURL != "" && (gatewayURL.Scheme == "" || gatewayURL.Host == "")) {
+		return nil, fmt.Errorf("--gateway-url %q must be an absolute URL such as https://userland.example.edu", opts.GatewayURL)
+	}
+	if opts.GatewayURL == "" {
+		gatewayURL = nil
+	}
+	selector, err := metav1.ParseToLabelSelector(opts.GatewaySelector)
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-pod-selector %q: %w", opts.GatewaySelector, err)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Registry == nil {
+		opts.Registry = crmetrics.Registry
+	}
+	if opts.Workers < 1 {
+		opts.Workers = 1
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		Cache:                   CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "userland-controller.userland.dev",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Release the lease on shutdown so a rolling update hands over fast.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding ready check: %w", err)
+	}
+	if err := SetupIndexes(context.Background(), mgr); err != nil {
+		return nil, fmt.Errorf("adding indexes: %w", err)
+	}
+	r := &UserlandReconciler{
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorder("userland-controller"),
+		Clock:            opts.Clock,
+		Routes:           Routes{GatewayURL: gatewayURL},
+		GatewaySelector:  selector,
+		RolloutIdleAfter: opts.RolloutIdleAfter,
+		Metrics:          NewMetrics(opts.Registry, mgr.GetCache()),
+	}
+	if err := r.SetupWithManager(mgr, opts.Workers); err != nil {
+		return nil, fmt.Errorf("setting up userland controller: %w", err)
+	}
+	for _, kind := range []v1alpha1.TemplateKind{v1alpha1.TemplateKindTemplate, v1alpha1.TemplateKindClusterTemplate} {
+		if err := (&TemplateStatusReconciler{Client: mgr.GetClient(), Kind: kind}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up %s status controller: %w", kind, err)
+		}
+	}
+	return mgr, nil
+}

@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// CacheOptions restricts the manager's cache of children to the objects
+// Userland manages, so memory grows with Userlands, not with the cluster.
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:            {Label: managed},
+		&corev1.Service{}:               {Label: managed},
+		&corev1.PersistentVolumeClaim{}: {Label: managed},
+		&networkingv1.NetworkPolicy{}:   {Label: managed},
+		&corev1.Pod{}:                   {Label: managed},
+	}}
+}
+
+// SetupIndexes registers the field indexes the reconcilers rely on.
+func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Userland{}, IndexTemplateKey, IndexUserlandByTemplate)
+}
+
+// SetupWithManager registers the Userland reconciler and its watches.
+func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("userland").
+		For(&v1alpha1.Userland{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(userlandOfLabelled)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(userlandOfLabelled)).
+		Watches(&v1alpha1.Template{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindTemplate)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindClusterTemplate)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A sibling becoming available frees Immediate rollout budget.
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// userlandOfLabelled maps a labelled child (pods, claims) to its Userland.
+func userlandOfLabelled(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[v1alpha1.LabelUserland]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+func (r *UserlandReconciler) userlandsOfTemplate(kind v1alpha1.TemplateKind) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		return r.requestsFor(ctx, TemplateKey(kind, obj.GetNamespace(), obj.GetName()), false)
+	}
+}
+
+func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPending bool) []reconcile.Request {
+	var list v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing userlands of template", "template", key)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, ul := range list.Items {
+		if onlyPending && !ul.Status.UpdatePending {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}})
+	}
+	return reqs
+}
+
+// pendingSiblings maps a Deployment to the Userlands of the same template
+// still waiting for an update.
+func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[v1alpha1.LabelUserland]
+	if name == "" {
+		return nil
+	}
+	var ul v1alpha1.Userland
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, &ul); err != nil {
+		return nil
+	}
+	return r.requestsFor(ctx, UserlandTemplateKey(&ul), true)
+}

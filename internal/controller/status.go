@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// Health is the observed state of an environment's workload.
+type Health struct {
+	// Phase is the Userland phase it maps to.
+	Phase v1alpha1.Phase
+	// Reason is a CamelCase reason for the Ready condition.
+	Reason string
+	// Message explains the reason in plain words.
+	Message string
+}
+
+// failingWaitingReasons are container waiting reasons that mean the
+// environment cannot start without someone changing something.
+var failingWaitingReasons = map[string]string{
+	"ErrImagePull":               "the image could not be pulled",
+	"ImagePullBackOff":           "the image could not be pulled",
+	"InvalidImageName":           "the image name is invalid",
+	"CrashLoopBackOff":           "the container keeps crashing",
+	"CreateContainerConfigError": "the container configuration is invalid",
+	"CreateContainerError":       "the container could not be created",
+	"RunContainerError":          "the container could not be started",
+}
+
+// ObserveHealth maps a running environment's Deployment and Pods to a
+// phase. stopped environments are handled by the caller.
+func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
+	if dep == nil {
+		return Health{Phase: v1alpha1.PhaseStarting, Reason: "Creating", Message: "the environment is being created"}
+	}
+	for i := range pods {
+		if h, failed := podFailure(&pods[i]); failed {
+			return h
+		}
+	}
+	if dep.Generation <= dep.Status.ObservedGeneration && dep.Status.ReadyReplicas >= 1 &&
+		dep.Status.UpdatedReplicas >= 1 && deploymentAvailable(dep) {
+		return Health{Phase: v1alpha1.PhaseReady, Reason: "Ready", Message: "the environment is serving"}
+	}
+	return Health{Phase: v1alpha1.PhaseStarting, Reason: "Starting", Message: "waiting for the environment's pod to become ready"}
+}
+
+func deploymentAvailable(dep *appsv1.Deployment) bool {
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podFailure(pod *corev1.Pod) (Health, bool) {
+	if pod.DeletionTimestamp != nil {
+		return Health{}, false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return Health{Phase: v1alpha1.PhaseFailed, Reason: "Unschedulable",
+				Message: "no node can run the environment: " + c.Message}, true
+		}
+	}
+	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if cs.State.Waiting == nil {
+			continue
+		}
+		plain, failing := failingWaitingReasons[cs.State.Waiting.Reason]
+		if !failing {
+			continue
+		}
+		msg := fmt.Sprintf("container %s: %s", cs.Name, plain)
+		if detail := strings.TrimSpace(cs.State.Waiting.Message); detail != "" {
+			msg += " (" + detail + ")"
+		}
+		return Health{Phase: v1alpha1.PhaseFailed, Reason: cs.State.Waiting.Reason, Message: msg}, true
+	}
+	return Health{}, false
+}

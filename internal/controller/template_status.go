@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// TemplateStatusReconciler keeps a template's counts of Userlands, ready
+// ones and pending updates. It is one narrow controller per template kind.
+type TemplateStatusReconciler struct {
+	// Client reads from the cache.
+	Client client.Client
+	// Kind is the template kind this instance reconciles.
+	Kind v1alpha1.TemplateKind
+}
+
+// Reconcile recounts one template's Userlands and patches its status when
+// the counts changed.
+func (r *TemplateStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var obj client.Object
+	var status *v1alpha1.TemplateStatus
+	switch r.Kind {
+	case v1alpha1.TemplateKindClusterTemplate:
+		ct := &v1alpha1.ClusterTemplate{}
+		obj, status = ct, &ct.Status
+	default:
+		t := &v1alpha1.Template{}
+		obj, status = t, &t.Status
+	}
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var list v1alpha1.UserlandList
+	key := TemplateKey(r.Kind, req.Namespace, req.Name)
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing userlands of %s: %w", key, err)
+	}
+	next := *status.DeepCopy()
+	next.ObservedGeneration = obj.GetGeneration()
+	next.Userlands, next.ReadyUserlands, next.UpdatesPending = int32(len(list.Items)), 0, 0
+	for _, ul := range list.Items {
+		if ul.Status.Phase == v1alpha1.PhaseReady {
+			next.ReadyUserlands++
+		}
+		if ul.Status.UpdatePending {
+			next.UpdatesPending++
+		}
+	}
+	if equality.Semantic.DeepEqual(*status, next) {
+		return ctrl.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(client.Object)
+	*status = next
+	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("patching status of %s: %w", key, client.IgnoreNotFound(err))
+	}
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler; Userland changes requeue their
+// template.
+func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	var forObj client.Object = &v1alpha1.Template{}
+	if r.Kind == v1alpha1.TemplateKindClusterTemplate {
+		forObj = &v1alpha1.ClusterTemplate{}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("status-"+string(r.Kind)).
+		For(forObj).
+		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			ul := o.(*v1alpha1.Userland)
+			if ul.Spec.TemplateRef.Kind != r.Kind && !(r.Kind == v1alpha1.TemplateKindTemplate && ul.Spec.TemplateRef.Kind == "") {
+				return nil
+			}
+			name := types.NamespacedName{Name: ul.Spec.TemplateRef.Name}
+			if r.Kind == v1alpha1.TemplateKindTemplate {
+				name.Namespace = ul.Namespace
+			}
+			return []reconcile.Request{{NamespacedName: name}}
+		})).
+		Complete(r)
+}

@@ -1,0 +1,253 @@
+// Package controller reconciles Userlands into a Deployment, Service,
+// PersistentVolumeClaims and NetworkPolicy each, and keeps their status and
+// their templates' status truthful.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// FieldOwner is the server-side apply field manager of every write the
+// controller makes.
+const FieldOwner = "userland-controller"
+
+// UserlandReconciler turns a Userland into its children and status.
+type UserlandReconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// Recorder emits Events on Userlands.
+	Recorder recorder.EventRecorder
+	// Clock is injected so idle and rollout timing is tested without
+	// waiting.
+	Clock clock.PassiveClock
+	// Routes builds status.url and the identity variables.
+	Routes Routes
+	// GatewaySelector selects the gateway's pods in NetworkPolicies.
+	GatewaySelector *metav1.LabelSelector
+	// RolloutIdleAfter is how long without activity makes a WhenIdle
+	// rollout due.
+	RolloutIdleAfter time.Duration
+	// Metrics records what the reconciler does; nil disables.
+	Metrics *Metrics
+
+	inflight rolloutTracker
+}
+
+// +kubebuilder:rbac:groups=userland.dev,resources=userlands,verbs=get;list;watch
+// +kubebuilder:rbac:groups=userland.dev,resources=userlands/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=userland.dev,resources=templates;clustertemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=userland.dev,resources=templates/status;clustertemplates/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// reconcileState is what the phases of one reconcile share.
+type reconcileState struct {
+	ul       *v1alpha1.Userland
+	template *resolvedTemplate
+	dep      *appsv1.Deployment // from the cache; never mutated
+	pods     []corev1.Pod
+	now      time.Time
+	// running is whether the environment should have a pod.
+	running bool
+	// stopReason is set when it should not.
+	stopReason v1alpha1.StoppedReason
+	// stalled means the spec cannot succeed as it is; no requeue.
+	stalled bool
+}
+
+// Reconcile fetches the Userland, then runs the phases in order; status is
+// written once, at the end, and only when it changed.
+func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	var current v1alpha1.Userland
+	if err := r.Client.Get(ctx, req.NamespacedName, &current); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !current.DeletionTimestamp.IsZero() {
+		// Owned children are garbage-collected; retained claims carry no
+		// owner reference and stay. Nothing to do.
+		return ctrl.Result{}, nil
+	}
+	s := &reconcileState{ul: current.DeepCopy(), now: r.Clock.Now()}
+	defer func() {
+		if retErr == nil {
+			s.ul.Status.ObservedGeneration = s.ul.Generation
+		}
+		if err := r.patchStatus(ctx, &current, s.ul); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	phases := []func(context.Context, *reconcileState) (ctrl.Result, error){
+		r.resolveTemplate,
+		r.observe,
+		r.reconcileVolumes,
+		r.reconcileService,
+		r.reconcileNetworkPolicy,
+		r.reconcileDeployment,
+		r.reconcileStatus,
+	}
+	for _, phase := range phases {
+		res, err := phase(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		result = lowestRequeue(result, res)
+		if s.stalled {
+			return ctrl.Result{}, nil
+		}
+	}
+	return result, nil
+}
+
+// lowestRequeue merges phase results: the soonest requeue wins.
+func lowestRequeue(a, b ctrl.Result) ctrl.Result {
+	if b.RequeueAfter > 0 && (a.RequeueAfter == 0 || b.RequeueAfter < a.RequeueAfter) {
+		a.RequeueAfter = b.RequeueAfter
+	}
+	return a
+}
+
+func (r *UserlandReconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Userland) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	// A merge patch carries only the fields that changed, so the gateway's
+	// concurrent lastActivityTime writes are never overwritten.
+	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patching status of userland %s/%s: %w", after.Namespace, after.Name, client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// resolveTemplate finds the referenced template, or stops with
+// TemplateResolved=False until it appears (the template watch requeues).
+func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	t, err := resolve(ctx, r.Client, s.ul)
+	if apierrors.IsNotFound(err) {
+		ref := s.ul.Spec.TemplateRef
+		r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
+			fmt.Sprintf("%s %q does not exist", ref.Kind, ref.Name))
+		r.setCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound, "waiting for the template")
+		if s.ul.Status.Phase == "" {
+			s.ul.Status.Phase = v1alpha1.PhasePending
+		}
+		s.stalled = true
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s.template = t
+	r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionTrue, v1alpha1.ReasonTemplateFound,
+		fmt.Sprintf("%s %q found", t.kind, t.name))
+	s.ul.Status.URL = r.Routes.URL(s.ul, t.spec.HTTP.Routing)
+	return ctrl.Result{}, nil
+}
+
+// observe reads the current Deployment and Pods from the cache.
+func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	var dep appsv1.Deployment
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.ul), &dep)
+	switch {
+	case err == nil:
+		if !metav1.IsControlledBy(&dep, s.ul) {
+			return r.stall(s, "NameConflict", fmt.Sprintf("a Deployment named %q exists that this Userland does not own", s.ul.Name)), nil
+		}
+		s.dep = &dep
+	case !apierrors.IsNotFound(err):
+		return ctrl.Result{}, fmt.Errorf("getting deployment %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(s.ul.Namespace), client.MatchingLabels{v1alpha1.LabelUserland: s.ul.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing pods of %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
+	}
+	s.pods = pods.Items
+	return ctrl.Result{}, nil
+}
+
+// stall records a spec problem that retrying cannot fix.
+func (r *UserlandReconciler) stall(s *reconcileState, reason, message string) ctrl.Result {
+	s.stalled = true
+	s.ul.Status.Phase = v1alpha1.PhaseFailed
+	r.setCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeWarning, reason, "Reconcile", message)
+	return ctrl.Result{}
+}
+
+func (r *UserlandReconciler) setCondition(s *reconcileState, typ string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&s.ul.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: s.ul.Generation,
+		LastTransitionTime: metav1.NewTime(s.now),
+	})
+}
+
+// rolloutTracker remembers Immediate restarts this process started and whose
+// Deployment may not show in the cache yet, so concurrent reconciles never
+// exceed maxUnavailable.
+type rolloutTracker struct {
+	// decide serialises Immediate budget decisions, so two workers cannot
+	// both take the last free slot.
+	decide   sync.Mutex
+	mu       sync.Mutex
+	restarts map[string]map[types.NamespacedName]time.Time
+}
+
+// inflightExpiry bounds how long a restart counts against the budget if its
+// environment never becomes ready (it then counts through the cache).
+const inflightExpiry = 10 * time.Minute
+
+func (t *rolloutTracker) count(template string, now time.Time, exclude map[types.NamespacedName]bool) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for name, at := range t.restarts[template] {
+		if now.Sub(at) > inflightExpiry {
+			delete(t.restarts[template], name)
+			continue
+		}
+		if !exclude[name] {
+			n++
+		}
+	}
+	return n
+}
+
+func (t *rolloutTracker) add(template string, name types.NamespacedName, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.restarts == nil {
+		t.restarts = map[string]map[types.NamespacedName]time.Time{}
+	}
+	if t.restarts[template] == nil {
+		t.restarts[template] = map[types.NamespacedName]time.Time{}
+	}
+	t.restarts[template][name] = now
+}
+
+func (t *rolloutTracker) done(template string, name types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.restarts[template], name)
+}
