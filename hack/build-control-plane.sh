@@ -45,4 +45,16 @@ build kwok kwok . "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v
 build kube-apiserver kube ./kube-apiserver "$kube_ldflags"
 build kube-controller-manager kube ./kube-controller-manager "$kube_ldflags"
 build kube-scheduler kube ./kube-scheduler "$kube_ldflags"
+# kwok simulates a volume provisioner with stages it ships as plain YAML (no
+# Go package embeds them), so they are taken from the pinned module's source.
+if [[ ! -s "$dir/kwok-volume-stages.yaml" ]]; then
+  kwok_src=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  stages="$kwok_src/kustomize/stage/volume/fast"
+  tmp=$(mktemp "$dir/.volume.XXXXXX")
+  for f in pvc-provision pv-bind pv-delete pvc-delete; do
+    cat "$stages/$f.yaml"; echo "---"
+  done > "$tmp"
+  cp "$stages/storage-class.yaml" "$dir/kwok-storage-class.yaml"
+  mv -f "$tmp" "$dir/kwok-volume-stages.yaml"
+fi
 echo "$dir"

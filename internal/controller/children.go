@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
@@ -45,7 +46,7 @@ func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.O
 	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
 	obj := &unstructured.Unstructured{Object: u}
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), terminalIfNamespaceTerminating(err))
 	}
 	return nil
 }
@@ -74,7 +75,7 @@ func (r *UserlandReconciler) reconcileVolumes(ctx context.Context, s *reconcileS
 		}
 		if cached == nil {
 			if err := r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
-				return ctrl.Result{}, fmt.Errorf("creating claim %s/%s: %w", desired.Namespace, desired.Name, err)
+				return ctrl.Result{}, fmt.Errorf("creating claim %s/%s: %w", desired.Namespace, desired.Name, terminalIfNamespaceTerminating(err))
 			}
 			continue
 		}
@@ -219,6 +220,11 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonRolledOut, "the environment runs the current template")
 	}
 
+	if pending {
+		// Deferral happens only while the environment keeps running, so
+		// the Deployment needs no change at all until the rollout is due.
+		return result, nil
+	}
 	replicas := int32(0)
 	if s.running {
 		replicas = 1
@@ -240,8 +246,8 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	return result, nil
 }
 
-// choosePodTemplate applies the rollout policy: the new pod template, or the
-// one the Deployment runs now while the change is deferred.
+// choosePodTemplate applies the rollout policy: the new pod template, or
+// pending when the change is deferred and the Deployment is left as it is.
 func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcileState, desired corev1.PodTemplateSpec,
 	wasRunning bool, startedAt, lastActivity *time.Time) (pod corev1.PodTemplateSpec, pending bool, requeue time.Duration, err error) {
 	if s.dep == nil {
@@ -251,7 +257,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	outdated := current != desired.Annotations[AnnotationTemplateHash]
 	key := types.NamespacedName{Namespace: s.ul.Namespace, Name: s.ul.Name}
 	if !outdated {
-		if deploymentAvailable(s.dep) {
+		if rolledOut(s.dep) {
 			r.inflight.done(s.template.key, key)
 		}
 		return desired, false, 0, nil
@@ -278,7 +284,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	d := DecideRollout(in)
 	if !d.Apply {
 		r.Metrics.rolloutDeferred()
-		return *s.dep.Spec.Template.DeepCopy(), true, d.RequeueAfter, nil
+		return pod, true, d.RequeueAfter, nil
 	}
 	if d.Restart {
 		r.inflight.add(s.template.key, key, s.now)
@@ -312,7 +318,7 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 			continue
 		}
 		running++
-		if !deploymentAvailable(&dep) || dep.Status.ObservedGeneration < dep.Generation || dep.Status.UpdatedReplicas < 1 {
+		if !rolledOut(&dep) {
 			unavailable++
 			counted[client.ObjectKeyFromObject(sib)] = true
 		}
@@ -323,6 +329,8 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		return false, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.key, err)
 	}
 	maxUnavailable = max(maxUnavailable, 1)
+	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.key,
+		"running", running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
 	return unavailable < maxUnavailable, nil
 }
 
@@ -358,4 +366,13 @@ func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileStat
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// terminalIfNamespaceTerminating stops retries in a namespace being deleted:
+// nothing can be created there again, and the Userland goes with it.
+func terminalIfNamespaceTerminating(err error) error {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return reconcile.TerminalError(err)
+	}
+	return err
 }

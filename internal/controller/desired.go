@@ -69,7 +69,7 @@ func (r Routes) URL(ul *v1alpha1.Userland, routing v1alpha1.Routing) string {
 		u.Path = "/"
 		return u.String()
 	}
-	return u.JoinPath(BasePath(ul, routing)).String() + "/"
+	return u.JoinPath("u", ul.Namespace, ul.Name).String() + "/"
 }
 
 // BasePath is the path prefix the environment is served under.

@@ -12,7 +12,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -46,6 +48,10 @@ type Options struct {
 	// registry, which the metrics endpoint serves. Tests that start several
 	// managers in one process pass their own.
 	Registry prometheus.Registerer
+	// AllowRestart lets one process create several managers in turn (tests
+	// that restart the controller); controller-runtime otherwise refuses
+	// reused controller names.
+	AllowRestart bool
 }
 
 // Scheme returns a scheme with the core kinds and Userland's.
@@ -93,6 +99,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Release the lease on shutdown so a rolling update hands over fast.
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.AllowRestart)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

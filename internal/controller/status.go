@@ -43,11 +43,24 @@ func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
 			return h
 		}
 	}
-	if dep.Generation <= dep.Status.ObservedGeneration && dep.Status.ReadyReplicas >= 1 &&
-		dep.Status.UpdatedReplicas >= 1 && deploymentAvailable(dep) {
+	if rolledOut(dep) {
 		return Health{Phase: v1alpha1.PhaseReady, Reason: "Ready", Message: "the environment is serving"}
 	}
 	return Health{Phase: v1alpha1.PhaseStarting, Reason: "Starting", Message: "waiting for the environment's pod to become ready"}
+}
+
+// rolledOut is true when the Deployment's controller has observed its
+// current spec and every wanted replica runs that spec and is available.
+// The Available condition alone is not enough: right after a spec change it
+// still describes the old pods.
+func rolledOut(dep *appsv1.Deployment) bool {
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	return dep.Status.ObservedGeneration >= dep.Generation &&
+		dep.Status.UpdatedReplicas >= want && dep.Status.AvailableReplicas >= want &&
+		dep.Status.Replicas == want && deploymentAvailable(dep)
 }
 
 func deploymentAvailable(dep *appsv1.Deployment) bool {

@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // startFull adds kube-controller-manager, kube-scheduler and kwok to a
@@ -87,6 +89,13 @@ leaderElection:
 		return err
 	}
 
+	// kwok's default StorageClass provisions and binds claims, as a CSI
+	// driver would. It must exist before claims are created so the
+	// DefaultStorageClass admission plugin assigns it.
+	if err := e.createFromFile(ctx, filepath.Join(bins, "kwok-storage-class.yaml")); err != nil {
+		return err
+	}
+
 	for i := range e.opts.Nodes {
 		node := nodeObject(fmt.Sprintf("kwok-node-%d", i))
 		if err := e.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -126,10 +135,30 @@ func (e *Environment) writeKwokStages(bins string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading kwok's default stages: %w", err)
 	}
-	docs := append([]string{string(out)}, e.opts.ExtraStages...)
+	volumes, err := os.ReadFile(filepath.Join(bins, "kwok-volume-stages.yaml"))
+	if err != nil {
+		return "", fmt.Errorf("reading kwok's volume stages (run make control-plane): %w", err)
+	}
+	docs := append([]string{string(out), strings.TrimSuffix(strings.TrimSpace(string(volumes)), "---")}, e.opts.ExtraStages...)
 	path := filepath.Join(e.Dir, "kwok-stages.yaml")
 	if err := os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
 		return "", fmt.Errorf("writing kwok stages: %w", err)
 	}
 	return path, nil
+}
+
+// createFromFile creates the single object in a YAML file.
+func (e *Environment) createFromFile(ctx context.Context, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+		return fmt.Errorf("parsing %s: %w", path, err)
+	}
+	if err := e.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
 }

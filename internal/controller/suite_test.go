@@ -1,0 +1,240 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/testenv"
+)
+
+var env *testenv.Environment
+
+func TestMain(m *testing.M) {
+	level := zapcore.ErrorLevel
+	if os.Getenv("USERLAND_TEST_LOGS") != "" {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
+	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.Full}, &env))
+}
+
+// offsetClock is the real clock shifted by an adjustable offset: tests move
+// time forward instead of waiting for idle timeouts.
+type offsetClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *offsetClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// writeCounter counts the controller's write requests to the API server,
+// per namespace ("" for cluster-scoped objects): earlier tests' namespaces
+// are still being torn down while a later test measures its own.
+type writeCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			ns := ""
+			if _, rest, ok := strings.Cut(req.URL.Path, "/namespaces/"); ok {
+				ns, _, _ = strings.Cut(rest, "/")
+			}
+			w.mu.Lock()
+			if w.n == nil {
+				w.n = map[string]int{}
+			}
+			w.n[ns]++
+			w.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// count is the number of writes to namespace and to cluster-scoped objects.
+func (w *writeCounter) count(namespace string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n[namespace] + w.n[""]
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// running is one controller manager started by a test.
+type running struct {
+	clock  *offsetClock
+	writes *writeCounter
+	stop   func()
+}
+
+const gatewayURL = "https://userland.example.edu"
+
+// startController runs a manager against the shared control plane until
+// the test ends (or stop is called).
+func startController(t *testing.T) *running {
+	t.Helper()
+	r := &running{clock: &offsetClock{}, writes: &writeCounter{}}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.WrapTransport = r.writes.wrap
+	mgr, err := controller.NewManager(cfg, controller.Options{
+		MetricsAddr:      "0",
+		ProbeAddr:        "0",
+		Workers:          8,
+		GatewayURL:       gatewayURL,
+		GatewaySelector:  "app.kubernetes.io/name=userland-gateway",
+		RolloutIdleAfter: 10 * time.Minute,
+		Clock:            r.clock,
+		Registry:         prometheus.NewRegistry(),
+		AllowRestart:     true,
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := env.Alive(); err != nil {
+			return false, err
+		}
+		ok, err := cond(ctx)
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last error: %v)", what, err, last)
+	}
+}
+
+// template builds a Template with one web container and a home volume.
+func template(ns, name, image string) *v1alpha1.Template {
+	return &v1alpha1.Template{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.TemplateSpec{
+			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "web", Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}}}},
+			HTTP:    v1alpha1.HTTPSpec{Port: 8080},
+			Volumes: []v1alpha1.VolumeSpec{{Name: "home", MountPath: "/home/user"}},
+		},
+	}
+}
+
+func userland(ns, name, user, tmpl string) *v1alpha1.Userland {
+	return &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.UserlandSpec{User: user, TemplateRef: v1alpha1.TemplateReference{Name: tmpl}},
+	}
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func get(t *testing.T, ctx context.Context, ns, name string) (*v1alpha1.Userland, error) {
+	t.Helper()
+	var ul v1alpha1.Userland
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul)
+	return &ul, err
+}
+
+// waitPhase waits until the Userland reports phase and has reconciled its
+// current generation.
+func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) *v1alpha1.Userland {
+	t.Helper()
+	var ul *v1alpha1.Userland
+	eventually(t, 90*time.Second, fmt.Sprintf("userland %s/%s phase %s", ns, name, phase), func(ctx context.Context) (bool, error) {
+		var err error
+		ul, err = get(t, ctx, ns, name)
+		if err != nil {
+			return false, err
+		}
+		return ul.Status.Phase == phase && ul.Status.ObservedGeneration == ul.Generation, nil
+	})
+	return ul
+}
+
+// poke changes an annotation so the controller reconciles now; tests use
+// it after moving the clock, standing in for the requeue timer.
+func poke(t *testing.T, ns, name string) {
+	t.Helper()
+	ul, err := get(t, context.Background(), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ul.DeepCopy())
+	if ul.Annotations == nil {
+		ul.Annotations = map[string]string{}
+	}
+	ul.Annotations["test.userland.dev/poke"] = time.Now().Format(time.RFC3339Nano)
+	if err := env.Client.Patch(context.Background(), ul, patch); err != nil {
+		t.Fatalf("poking %s/%s: %v", ns, name, err)
+	}
+}
+
+func condition(ul *v1alpha1.Userland, typ string) *metav1.Condition {
+	for i := range ul.Status.Conditions {
+		if ul.Status.Conditions[i].Type == typ {
+			return &ul.Status.Conditions[i]
+		}
+	}
+	return nil
+}

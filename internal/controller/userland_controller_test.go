@@ -1,0 +1,525 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
+)
+
+func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, template(ns, "vscode", "example.org/code:1"), userland(ns, "taro", "Taro.Yamada@uni.example.ac.jp", "vscode"))
+
+	ul := waitPhase(t, ns, "taro", v1alpha1.PhaseReady)
+	if want := gatewayURL + "/u/" + ns + "/taro/"; ul.Status.URL != want {
+		t.Errorf("status.url = %q, want %q", ul.Status.URL, want)
+	}
+	for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionTemplateResolved, v1alpha1.ConditionUpToDate} {
+		if c := condition(ul, typ); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("condition %s = %+v, want True", typ, c)
+		}
+	}
+
+	key := client.ObjectKey{Namespace: ns, Name: "taro"}
+	wantLabels := map[string]string{v1alpha1.LabelManagedBy: "userland", v1alpha1.LabelUserland: "taro"}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, key, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantLabels, dep.Labels); diff != "" {
+		t.Errorf("deployment labels (-want +got):\n%s", diff)
+	}
+	if !metav1.IsControlledBy(&dep, ul) {
+		t.Error("deployment is not controlled by the userland")
+	}
+	if *dep.Spec.Replicas != 1 || dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("deployment replicas %d strategy %s, want 1 and Recreate", *dep.Spec.Replicas, dep.Spec.Strategy.Type)
+	}
+	pod := dep.Spec.Template.Spec
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("service-account token is mounted; the template did not ask for it")
+	}
+	gotEnv := map[string]string{}
+	for _, e := range pod.Containers[0].Env {
+		gotEnv[e.Name] = e.Value
+	}
+	wantEnv := map[string]string{
+		"USERLAND_USER": "Taro.Yamada@uni.example.ac.jp", "USERLAND_NAME": "taro", "USERLAND_NAMESPACE": ns,
+		"USERLAND_BASE_PATH": "/u/" + ns + "/taro/", "USERLAND_URL": gatewayURL + "/u/" + ns + "/taro/",
+	}
+	if diff := cmp.Diff(wantEnv, gotEnv); diff != "" {
+		t.Errorf("identity environment (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "userland-home", MountPath: "/home/user"}}, pod.Containers[0].VolumeMounts); diff != "" {
+		t.Errorf("volume mounts (-want +got):\n%s", diff)
+	}
+
+	var svc corev1.Service
+	if err := env.Client.Get(ctx, key, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Ports[0].Port != 8080 || !metav1.IsControlledBy(&svc, ul) {
+		t.Errorf("service port %d controlled=%v, want 8080 and owned", svc.Spec.Ports[0].Port, metav1.IsControlledBy(&svc, ul))
+	}
+	var np networkingv1.NetworkPolicy
+	if err := env.Client.Get(ctx, key, &np); err != nil {
+		t.Fatal(err)
+	}
+	from := np.Spec.Ingress[0].From[0]
+	if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "userland-gateway"}, from.PodSelector.MatchLabels); diff != "" {
+		t.Errorf("network policy admits (-want +got):\n%s", diff)
+	}
+	var pvc corev1.PersistentVolumeClaim
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taro-home"}, &pvc); err != nil {
+		t.Fatal(err)
+	}
+	if len(pvc.OwnerReferences) != 0 {
+		t.Errorf("retained claim has owners %v; it must outlive the userland", pvc.OwnerReferences)
+	}
+	if pvc.Labels[controller.LabelUser] != controller.UserHash("Taro.Yamada@uni.example.ac.jp") {
+		t.Errorf("claim user label %q", pvc.Labels[controller.LabelUser])
+	}
+}
+
+func TestSuspendAndResume(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	ul.Spec.Suspend = true
+	if err := env.Client.Update(ctx, ul); err != nil {
+		t.Fatal(err)
+	}
+	ul = waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
+	if ul.Status.StoppedReason != v1alpha1.StoppedSuspended {
+		t.Errorf("stoppedReason = %q, want Suspended", ul.Status.StoppedReason)
+	}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ul), &dep); err != nil || *dep.Spec.Replicas != 0 {
+		t.Fatalf("suspended deployment replicas %v (err %v), want 0", dep.Spec.Replicas, err)
+	}
+
+	ul.Spec.Suspend = false
+	if err := env.Client.Update(ctx, ul); err != nil {
+		t.Fatal(err)
+	}
+	ul = waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	if ul.Status.StoppedReason != "" {
+		t.Errorf("stoppedReason = %q after resume, want empty", ul.Status.StoppedReason)
+	}
+}
+
+func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, v1alpha1.VolumeSpec{Name: "scratch", MountPath: "/tmp/scratch", ReclaimPolicy: v1alpha1.ReclaimDelete})
+	create(t, tmpl, userland(ns, "u", "alice", "t"))
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	var home corev1.PersistentVolumeClaim
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u-home"}, &home); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := env.Client.Delete(ctx, ul, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "owned children collected", func(ctx context.Context) (bool, error) {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}} {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, obj); !apierrors.IsNotFound(err) {
+				return false, err
+			}
+		}
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u-scratch"}, &corev1.PersistentVolumeClaim{})
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+		return true, nil
+	})
+	var kept corev1.PersistentVolumeClaim
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u-home"}, &kept); err != nil {
+		t.Fatalf("retained claim is gone: %v", err)
+	}
+	if kept.UID != home.UID {
+		t.Fatal("retained claim was recreated")
+	}
+
+	// Someone else under the same name must not get alice's data.
+	create(t, userland(ns, "u", "mallory", "t"))
+	ul = waitPhase(t, ns, "u", v1alpha1.PhaseFailed)
+	if c := condition(ul, v1alpha1.ConditionReady); c == nil || c.Reason != "VolumeConflict" {
+		t.Errorf("Ready condition %+v, want reason VolumeConflict", c)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a deployment was created for the conflicting user (err %v)", err)
+	}
+	if err := env.Client.Delete(ctx, ul); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "conflicting userland gone", func(ctx context.Context) (bool, error) {
+		_, err := get(t, ctx, ns, "u")
+		return apierrors.IsNotFound(err), nil
+	})
+
+	// The same user coming back adopts the claim.
+	create(t, userland(ns, "u", "alice", "t"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u-home"}, &kept); err != nil || kept.UID != home.UID {
+		t.Fatalf("claim after return: uid %s (err %v), want the original %s", kept.UID, err, home.UID)
+	}
+}
+
+func TestMissingTemplateIsReportedThenRecovers(t *testing.T) {
+	startController(t)
+	ns := env.Namespace(t)
+	create(t, userland(ns, "u", "alice", "later"))
+	eventually(t, 30*time.Second, "TemplateNotFound", func(ctx context.Context) (bool, error) {
+		ul, err := get(t, ctx, ns, "u")
+		if err != nil {
+			return false, err
+		}
+		c := condition(ul, v1alpha1.ConditionTemplateResolved)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonTemplateNotFound &&
+			ul.Status.Phase == v1alpha1.PhasePending, nil
+	})
+	create(t, template(ns, "later", "example.org/app:1"))
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	if c := condition(ul, v1alpha1.ConditionTemplateResolved); c.Status != metav1.ConditionTrue {
+		t.Errorf("TemplateResolved = %+v after the template appeared", c)
+	}
+}
+
+// podOf returns the environment's pod.
+func podOf(t *testing.T, ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: name}); err != nil {
+		return nil, err
+	}
+	if len(pods.Items) != 1 {
+		return nil, nil
+	}
+	return &pods.Items[0], nil
+}
+
+func TestPodThatCannotStartIsFailedThenRecovers(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	// Simulate the kubelet failing to pull the image, as kwok cannot.
+	pod, err := podOf(t, ctx, ns, "u")
+	if err != nil || pod == nil {
+		t.Fatalf("finding the pod: %v", err)
+	}
+	failing := pod.DeepCopy()
+	failing.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "web", Image: "example.org/app:1", Ready: false,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: "ImagePullBackOff", Message: `Back-off pulling image "example.org/app:1"`,
+		}},
+	}}
+	if err := env.Client.Status().Update(ctx, failing); err != nil {
+		t.Fatalf("marking pod failed: %v", err)
+	}
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseFailed)
+	c := condition(ul, v1alpha1.ConditionReady)
+	if c.Reason != "ImagePullBackOff" || !strings.Contains(c.Message, "the image could not be pulled") {
+		t.Errorf("Ready condition %+v, want ImagePullBackOff explained in plain words", c)
+	}
+
+	// Recovery: the pod is replaced and becomes ready.
+	if err := env.Client.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+}
+
+func TestIdleStopAndWake(t *testing.T) {
+	ctrl := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}}
+	create(t, tmpl, userland(ns, "u", "alice", "t"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	// Four minutes on: not idle yet.
+	ctrl.clock.Step(4 * time.Minute)
+	poke(t, ns, "u")
+	time.Sleep(500 * time.Millisecond)
+	if ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady); ul.Status.StoppedReason != "" {
+		t.Fatalf("stopped after 4 of 5 minutes: %q", ul.Status.StoppedReason)
+	}
+
+	// Past the timeout: stopped for idleness.
+	ctrl.clock.Step(2 * time.Minute)
+	poke(t, ns, "u")
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
+	if ul.Status.StoppedReason != v1alpha1.StoppedIdle {
+		t.Fatalf("stoppedReason = %q, want Idle", ul.Status.StoppedReason)
+	}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ul), &dep); err != nil || *dep.Spec.Replicas != 0 {
+		t.Fatalf("idle deployment replicas %v (err %v), want 0", dep.Spec.Replicas, err)
+	}
+
+	// Activity after the stop (as the gateway records it) wakes it.
+	ctrl.clock.Step(time.Minute)
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.Status.LastActivityTime = &metav1.Time{Time: ctrl.clock.Now()}
+	if err := env.Client.Status().Patch(ctx, ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+}
+
+// setImage changes a template's image.
+func setImage(t *testing.T, ns, name, image string) {
+	t.Helper()
+	// The controller writes the template's status concurrently.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var tmpl v1alpha1.Template
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tmpl); err != nil {
+			return err
+		}
+		tmpl.Spec.PodTemplate.Spec.Containers[0].Image = image
+		return env.Client.Update(context.Background(), &tmpl)
+	})
+	if err != nil {
+		t.Fatalf("setting image: %v", err)
+	}
+}
+
+func imageOf(t *testing.T, ctx context.Context, ns, name string) string {
+	t.Helper()
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
+		return ""
+	}
+	return dep.Spec.Template.Spec.Containers[0].Image
+}
+
+func waitPending(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "update pending", func(ctx context.Context) (bool, error) {
+		ul, err := get(t, ctx, ns, name)
+		if err != nil {
+			return false, err
+		}
+		c := condition(ul, v1alpha1.ConditionUpToDate)
+		return ul.Status.UpdatePending && c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonRolloutDeferred, nil
+	})
+}
+
+func TestRolloutWhenIdleWaitsForInactivity(t *testing.T) {
+	ctrl := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "busy", "alice", "t"))
+	ul := waitPhase(t, ns, "busy", v1alpha1.PhaseReady)
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.Status.LastActivityTime = &metav1.Time{Time: ctrl.clock.Now()}
+	if err := env.Client.Status().Patch(ctx, ul, patch); err != nil {
+		t.Fatal(err)
+	}
+
+	setImage(t, ns, "t", "example.org/app:2")
+	waitPending(t, ns, "busy")
+	if got := imageOf(t, ctx, ns, "busy"); got != "example.org/app:1" {
+		t.Fatalf("a busy environment was restarted onto %s", got)
+	}
+	// A new Userland always gets the current template.
+	create(t, userland(ns, "new", "bob", "t"))
+	waitPhase(t, ns, "new", v1alpha1.PhaseReady)
+	if got := imageOf(t, ctx, ns, "new"); got != "example.org/app:2" {
+		t.Errorf("new userland runs %s, want the current template", got)
+	}
+
+	ctrl.clock.Step(11 * time.Minute)
+	poke(t, ns, "busy")
+	eventually(t, time.Minute, "rolled out once idle", func(ctx context.Context) (bool, error) {
+		ul, err := get(t, ctx, ns, "busy")
+		return err == nil && !ul.Status.UpdatePending && imageOf(t, ctx, ns, "busy") == "example.org/app:2", err
+	})
+}
+
+func TestRolloutOnRestartWaitsForTheNextStart(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
+	create(t, tmpl, userland(ns, "u", "alice", "t"))
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	setImage(t, ns, "t", "example.org/app:2")
+	waitPending(t, ns, "u")
+	if got := imageOf(t, ctx, ns, "u"); got != "example.org/app:1" {
+		t.Fatalf("running environment restarted onto %s under OnRestart", got)
+	}
+	ul, _ = get(t, ctx, ns, "u")
+	ul.Spec.Suspend = true
+	if err := env.Client.Update(ctx, ul); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
+	ul, _ = get(t, ctx, ns, "u")
+	ul.Spec.Suspend = false
+	if err := env.Client.Update(ctx, ul); err != nil {
+		t.Fatal(err)
+	}
+	ul = waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	if got := imageOf(t, ctx, ns, "u"); got != "example.org/app:2" || ul.Status.UpdatePending {
+		t.Errorf("after restart: image %s pending %v, want app:2 and nothing pending", got, ul.Status.UpdatePending)
+	}
+}
+
+func TestRolloutImmediateRespectsMaxUnavailable(t *testing.T) {
+	startController(t)
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Rollout = v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate}
+	create(t, tmpl)
+	const n = 20
+	for i := range n {
+		create(t, userland(ns, fmt.Sprintf("u%d", i), fmt.Sprintf("user%d", i), "t"))
+	}
+	eventually(t, 2*time.Minute, "all ready", func(ctx context.Context) (bool, error) {
+		var list v1alpha1.UserlandList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, ul := range list.Items {
+			if ul.Status.Phase == v1alpha1.PhaseReady {
+				ready++
+			}
+		}
+		return ready == n, nil
+	})
+
+	setImage(t, ns, "t", "example.org/app:2")
+	// 25% of 20 running environments: at most 5 unavailable at any moment.
+	maxSeen := 0
+	eventually(t, 2*time.Minute, "rolled out to all", func(ctx context.Context) (bool, error) {
+		var deps appsv1.DeploymentList
+		if err := env.Client.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		unavailable, updated := 0, 0
+		for _, d := range deps.Items {
+			if d.Spec.Template.Spec.Containers[0].Image == "example.org/app:2" {
+				updated++
+			}
+			if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < 1 || d.Status.UpdatedReplicas < 1 {
+				unavailable++
+			}
+		}
+		maxSeen = max(maxSeen, unavailable)
+		return updated == n && unavailable == 0, nil
+	})
+	if maxSeen > 5 {
+		t.Errorf("saw %d environments unavailable at once, maxUnavailable is 5", maxSeen)
+	}
+	t.Logf("at most %d of %d unavailable during the rollout", maxSeen, n)
+}
+
+func TestNothingIsWrittenAfterConvergence(t *testing.T) {
+	ctrl := startController(t)
+	ns := env.Namespace(t)
+	create(t, template(ns, "t", "example.org/app:1"))
+	names := []string{"a", "b", "c", "d", "e"}
+	for _, n := range names {
+		create(t, userland(ns, n, "user-"+n, "t"))
+	}
+	for _, n := range names {
+		waitPhase(t, ns, n, v1alpha1.PhaseReady)
+	}
+	time.Sleep(2 * time.Second) // let the last status and template-count writes land
+	before := ctrl.writes.count(ns)
+	time.Sleep(30 * time.Second)
+	if writes := ctrl.writes.count(ns) - before; writes != 0 {
+		t.Errorf("the controller wrote %d times in 30s after convergence, want 0", writes)
+	}
+}
+
+func TestRestartWhileCreating200ConvergesWithoutDuplicatesOrOrphans(t *testing.T) {
+	first := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, template(ns, "t", "example.org/app:1"))
+	const n = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			ul := userland(ns, fmt.Sprintf("u-%03d", i), fmt.Sprintf("user%d", i), "t")
+			if err := env.Client.Create(ctx, ul); err != nil {
+				t.Errorf("creating %s: %v", ul.Name, err)
+			}
+			if i == n/3 {
+				first.stop()
+			}
+		}
+	}()
+	<-done
+	startController(t)
+
+	eventually(t, 4*time.Minute, "all 200 ready", func(ctx context.Context) (bool, error) {
+		var list v1alpha1.UserlandList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, ul := range list.Items {
+			if ul.Status.Phase == v1alpha1.PhaseReady {
+				ready++
+			}
+		}
+		return ready == n, nil
+	})
+	var deps appsv1.DeploymentList
+	var svcs corev1.ServiceList
+	var pvcs corev1.PersistentVolumeClaimList
+	var pods corev1.PodList
+	for _, l := range []client.ObjectList{&deps, &svcs, &pvcs, &pods} {
+		if err := env.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(deps.Items) != n || len(svcs.Items) != n || len(pvcs.Items) != n {
+		t.Errorf("children: %d deployments, %d services, %d claims; want %d each", len(deps.Items), len(svcs.Items), len(pvcs.Items), n)
+	}
+	running := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	if len(running) != n {
+		t.Errorf("%d pods, want one per userland (%d)", len(running), n)
+	}
+	for _, d := range deps.Items {
+		if len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Kind != "Userland" || !ptr.Deref(d.OwnerReferences[0].Controller, false) {
+			t.Errorf("deployment %s has owners %v", d.Name, d.OwnerReferences)
+		}
+	}
+}
