@@ -35,8 +35,9 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs into config/crd/bases.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), the controller's ClusterRole (config/rbac) and docs/api.md.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=userland-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	go run ./hack/crdpatch config/crd/bases
 	go run ./hack/apidocs config/crd/bases config/samples docs/api.md
 
@@ -55,9 +56,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 .PHONY: verify
 verify: ## Fail if generated files are stale, then vet and lint.
 	$(MAKE) generate manifests
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config docs)" ]; then \
 		echo "verify: generated files are stale; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- api config; git --no-pager diff -- api config | head -50; exit 1; \
+		git status --porcelain -- api config docs; git --no-pager diff -- api config docs | head -50; exit 1; \
 	fi
 	go vet ./...
 	$(MAKE) lint

@@ -90,7 +90,7 @@ func run(crdDir, samplesDir, out string) error {
 // walk writes one row per field. Kubernetes' own types (the pod template,
 // conditions) are summarised, not expanded: their reference is upstream.
 func walk(b *strings.Builder, path string, s apiextensionsv1.JSONSchemaProps) {
-	if path != "spec" && path != "status" {
+	if path != "spec" && path != "status" && path != "metadata" {
 		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", path, typeOf(s), defaultOf(s), describe(s))
 	}
 	if strings.HasSuffix(path, "podTemplate") || strings.HasSuffix(path, "conditions") {

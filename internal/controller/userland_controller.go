@@ -52,13 +52,14 @@ type UserlandReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=userland.dev,resources=userlands,verbs=get;list;watch
-// +kubebuilder:rbac:groups=userland.dev,resources=userlands/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=userland.dev,resources=userlands/status,verbs=patch
 // +kubebuilder:rbac:groups=userland.dev,resources=templates;clustertemplates,verbs=get;list;watch
-// +kubebuilder:rbac:groups=userland.dev,resources=templates/status;clustertemplates/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=userland.dev,resources=templates/status;clustertemplates/status,verbs=patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // reconcileState is what the phases of one reconcile share.

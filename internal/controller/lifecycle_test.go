@@ -1,0 +1,169 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) *time.Time { return ptr.To(t0.Add(d)) }
+
+func TestDecideIdle(t *testing.T) {
+	thirty := 30 * time.Minute
+	cases := map[string]struct {
+		in   IdleInput
+		want IdleDecision
+	}{
+		"no timeout runs forever": {
+			IdleInput{Now: t0.Add(1000 * time.Hour), StartedAt: t0},
+			IdleDecision{Running: true},
+		},
+		"requeues at the exact deadline from the start": {
+			IdleInput{Now: t0.Add(10 * time.Minute), StartedAt: t0, Timeout: &thirty},
+			IdleDecision{Running: true, RequeueAfter: 20 * time.Minute},
+		},
+		"activity after the start moves the deadline": {
+			IdleInput{Now: t0.Add(40 * time.Minute), StartedAt: t0, LastActivity: at(25 * time.Minute), Timeout: &thirty},
+			IdleDecision{Running: true, RequeueAfter: 15 * time.Minute},
+		},
+		"activity before the start does not count": {
+			IdleInput{Now: t0.Add(29 * time.Minute), StartedAt: t0, LastActivity: at(-time.Hour), Timeout: &thirty},
+			IdleDecision{Running: true, RequeueAfter: time.Minute},
+		},
+		"stops at the deadline": {
+			IdleInput{Now: t0.Add(30 * time.Minute), StartedAt: t0, Timeout: &thirty},
+			IdleDecision{Stop: true},
+		},
+		"stays stopped without new activity": {
+			IdleInput{Now: t0.Add(5 * time.Hour), StartedAt: t0, LastActivity: at(time.Minute), IdleStoppedAt: at(31 * time.Minute), Timeout: &thirty},
+			IdleDecision{},
+		},
+		"wakes on activity after the stop": {
+			IdleInput{Now: t0.Add(5 * time.Hour), StartedAt: t0, LastActivity: at(5 * time.Hour), IdleStoppedAt: at(31 * time.Minute), Timeout: &thirty},
+			IdleDecision{Running: true, Wake: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, DecideIdle(tc.in)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideRollout(t *testing.T) {
+	running := func(policy v1alpha1.RolloutPolicy, lastActive time.Duration, budget bool) RolloutInput {
+		return RolloutInput{
+			Policy: policy, Outdated: true, WasRunning: true, Running: true,
+			Now: t0, LastActive: t0.Add(lastActive), IdleAfter: 10 * time.Minute, BudgetAvailable: budget,
+		}
+	}
+	cases := map[string]struct {
+		in   RolloutInput
+		want RolloutDecision
+	}{
+		"up to date":                       {RolloutInput{Policy: v1alpha1.RolloutOnRestart}, RolloutDecision{Apply: true}},
+		"stopped environments update free": {RolloutInput{Policy: v1alpha1.RolloutOnRestart, Outdated: true}, RolloutDecision{Apply: true}},
+		"starting environments update free": {
+			RolloutInput{Policy: v1alpha1.RolloutOnRestart, Outdated: true, Running: true}, RolloutDecision{Apply: true},
+		},
+		"stopping environments update free": {
+			RolloutInput{Policy: v1alpha1.RolloutOnRestart, Outdated: true, WasRunning: true}, RolloutDecision{Apply: true},
+		},
+		"OnRestart waits":               {running(v1alpha1.RolloutOnRestart, 0, true), RolloutDecision{}},
+		"Immediate within budget":       {running(v1alpha1.RolloutImmediate, 0, true), RolloutDecision{Apply: true, Restart: true}},
+		"Immediate over budget waits":   {running(v1alpha1.RolloutImmediate, 0, false), RolloutDecision{}},
+		"WhenIdle busy waits until due": {running(v1alpha1.RolloutWhenIdle, -4*time.Minute, true), RolloutDecision{RequeueAfter: 6 * time.Minute}},
+		"WhenIdle idle applies":         {running(v1alpha1.RolloutWhenIdle, -10*time.Minute, true), RolloutDecision{Apply: true, Restart: true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, DecideRollout(tc.in)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestObserveHealth(t *testing.T) {
+	available := &appsv1.Deployment{
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
+		Status: appsv1.DeploymentStatus{
+			Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}},
+		},
+	}
+	changed := available.DeepCopy()
+	changed.Generation = 2
+	changed.Status.ObservedGeneration = 1
+	waiting := func(reason string) corev1.Pod {
+		return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "details"}},
+		}}}}
+	}
+	cases := map[string]struct {
+		dep  *appsv1.Deployment
+		pods []corev1.Pod
+		want Health
+	}{
+		"no deployment yet": {nil, nil, Health{v1alpha1.PhaseStarting, "Creating", "the environment is being created"}},
+		"available":         {available, nil, Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}},
+		"spec not yet observed": {changed, nil,
+			Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
+		"image pull": {available, []corev1.Pod{waiting("ImagePullBackOff")},
+			Health{v1alpha1.PhaseFailed, "ImagePullBackOff", "container app: the image could not be pulled (details)"}},
+		"crash loop": {available, []corev1.Pod{waiting("CrashLoopBackOff")},
+			Health{v1alpha1.PhaseFailed, "CrashLoopBackOff", "container app: the container keeps crashing (details)"}},
+		"still creating is not a failure": {changed, []corev1.Pod{waiting("ContainerCreating")},
+			Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
+		"unschedulable": {changed, []corev1.Pod{{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes have enough memory",
+		}}}}}, Health{v1alpha1.PhaseFailed, "Unschedulable", "no node can run the environment: 0/3 nodes have enough memory"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, ObserveHealth(tc.dep, tc.pods)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPodTemplateMountsVolumesWhereTheTemplateSays(t *testing.T) {
+	ul := &v1alpha1.Userland{}
+	ul.Name, ul.Namespace, ul.Spec.User = "hanako", "db-course", "hanako@uni.example.ac.jp"
+	spec := &v1alpha1.TemplateSpec{
+		PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "phpmyadmin", Env: []corev1.EnvVar{{Name: "PMA_HOST", Value: "127.0.0.1"}}},
+			{Name: "mariadb"},
+		}}},
+		HTTP:    v1alpha1.HTTPSpec{Port: 80, Routing: v1alpha1.RoutingPath},
+		Volumes: []v1alpha1.VolumeSpec{{Name: "database", MountPath: "/var/lib/mysql", Containers: []string{"mariadb"}}},
+	}
+	pod := PodTemplate(ul, spec, Routes{})
+	if got := pod.Spec.Containers[0].VolumeMounts; len(got) != 0 {
+		t.Errorf("phpmyadmin mounts %v; the volume is for mariadb only", got)
+	}
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "userland-database", MountPath: "/var/lib/mysql"}}, pod.Spec.Containers[1].VolumeMounts); diff != "" {
+		t.Errorf("mariadb mounts (-want +got):\n%s", diff)
+	}
+	if got := pod.Spec.Containers[0].Env[len(pod.Spec.Containers[0].Env)-1]; got.Name != "PMA_HOST" {
+		t.Errorf("template variables must follow the identity ones so $(USERLAND_*) expands; last is %s", got.Name)
+	}
+	if spec.PodTemplate.Spec.Containers[1].VolumeMounts != nil {
+		t.Error("PodTemplate mutated the template it was given")
+	}
+	again := PodTemplate(ul, spec, Routes{})
+	if pod.Annotations[AnnotationTemplateHash] != again.Annotations[AnnotationTemplateHash] {
+		t.Error("the template hash is not stable")
+	}
+}
