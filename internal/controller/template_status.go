@@ -78,7 +78,8 @@ func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(forObj).
 		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			ul := o.(*v1alpha1.Userland)
-			if ul.Spec.TemplateRef.Kind != r.Kind && !(r.Kind == v1alpha1.TemplateKindTemplate && ul.Spec.TemplateRef.Kind == "") {
+			// The schema defaults kind, so it is always set here.
+			if ul.Spec.TemplateRef.Kind != r.Kind {
 				return nil
 			}
 			name := types.NamespacedName{Name: ul.Spec.TemplateRef.Name}

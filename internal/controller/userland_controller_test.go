@@ -104,13 +104,10 @@ func TestSuspendAndResume(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
-	ul.Spec.Suspend = true
-	if err := env.Client.Update(ctx, ul); err != nil {
-		t.Fatal(err)
-	}
-	ul = waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
+	setSuspend(t, ns, "u", true)
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
 	if ul.Status.StoppedReason != v1alpha1.StoppedSuspended {
 		t.Errorf("stoppedReason = %q, want Suspended", ul.Status.StoppedReason)
 	}
@@ -119,10 +116,7 @@ func TestSuspendAndResume(t *testing.T) {
 		t.Fatalf("suspended deployment replicas %v (err %v), want 0", dep.Spec.Replicas, err)
 	}
 
-	ul.Spec.Suspend = false
-	if err := env.Client.Update(ctx, ul); err != nil {
-		t.Fatal(err)
-	}
+	setSuspend(t, ns, "u", false)
 	ul = waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if ul.Status.StoppedReason != "" {
 		t.Errorf("stoppedReason = %q after resume, want empty", ul.Status.StoppedReason)
@@ -373,25 +367,17 @@ func TestRolloutOnRestartWaitsForTheNextStart(t *testing.T) {
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	setImage(t, ns, "t", "example.org/app:2")
 	waitPending(t, ns, "u")
 	if got := imageOf(t, ctx, ns, "u"); got != "example.org/app:1" {
 		t.Fatalf("running environment restarted onto %s under OnRestart", got)
 	}
-	ul, _ = get(t, ctx, ns, "u")
-	ul.Spec.Suspend = true
-	if err := env.Client.Update(ctx, ul); err != nil {
-		t.Fatal(err)
-	}
+	setSuspend(t, ns, "u", true)
 	waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
-	ul, _ = get(t, ctx, ns, "u")
-	ul.Spec.Suspend = false
-	if err := env.Client.Update(ctx, ul); err != nil {
-		t.Fatal(err)
-	}
-	ul = waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	setSuspend(t, ns, "u", false)
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if got := imageOf(t, ctx, ns, "u"); got != "example.org/app:2" || ul.Status.UpdatePending {
 		t.Errorf("after restart: image %s pending %v, want app:2 and nothing pending", got, ul.Status.UpdatePending)
 	}
@@ -521,5 +507,22 @@ func TestRestartWhileCreating200ConvergesWithoutDuplicatesOrOrphans(t *testing.T
 		if len(d.OwnerReferences) != 1 || d.OwnerReferences[0].Kind != "Userland" || !ptr.Deref(d.OwnerReferences[0].Controller, false) {
 			t.Errorf("deployment %s has owners %v", d.Name, d.OwnerReferences)
 		}
+	}
+}
+
+// setSuspend sets spec.suspend, retrying when the controller's status
+// writes win the race.
+func setSuspend(t *testing.T, ns, name string, suspend bool) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ul, err := get(t, context.Background(), ns, name)
+		if err != nil {
+			return err
+		}
+		ul.Spec.Suspend = suspend
+		return env.Client.Update(context.Background(), ul)
+	})
+	if err != nil {
+		t.Fatalf("setting suspend=%v: %v", suspend, err)
 	}
 }
