@@ -6,8 +6,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -76,17 +78,33 @@ func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("status-"+string(r.Kind)).
 		For(forObj).
-		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			ul := o.(*v1alpha1.Userland)
-			// The schema defaults kind, so it is always set here.
-			if ul.Spec.TemplateRef.Kind != r.Kind {
-				return nil
-			}
-			name := types.NamespacedName{Name: ul.Spec.TemplateRef.Name}
-			if r.Kind == v1alpha1.TemplateKindTemplate {
-				name.Namespace = ul.Namespace
-			}
-			return []reconcile.Request{{NamespacedName: name}}
-		})).
+		Watches(&v1alpha1.Userland{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueTemplateOf(e.Object, q)
+			},
+			// Both templates of a templateRef change must recount.
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueTemplateOf(e.ObjectOld, q)
+				r.enqueueTemplateOf(e.ObjectNew, q)
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueTemplateOf(e.Object, q)
+			},
+		}).
 		Complete(r)
+}
+
+// enqueueTemplateOf queues the template of this reconciler's kind that a
+// Userland refers to.
+func (r *TemplateStatusReconciler) enqueueTemplateOf(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	ul, ok := obj.(*v1alpha1.Userland)
+	// The schema defaults kind, so it is always set here.
+	if !ok || ul.Spec.TemplateRef.Kind != r.Kind {
+		return
+	}
+	name := types.NamespacedName{Name: ul.Spec.TemplateRef.Name}
+	if r.Kind == v1alpha1.TemplateKindTemplate {
+		name.Namespace = ul.Namespace
+	}
+	q.Add(reconcile.Request{NamespacedName: name})
 }

@@ -97,6 +97,52 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 	if pvc.Labels[controller.LabelUser] != controller.UserHash("Taro.Yamada@uni.example.ac.jp") {
 		t.Errorf("claim user label %q", pvc.Labels[controller.LabelUser])
 	}
+
+	eventually(t, 30*time.Second, "template counts its userlands", func(ctx context.Context) (bool, error) {
+		var tmpl v1alpha1.Template
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vscode"}, &tmpl); err != nil {
+			return false, err
+		}
+		want := v1alpha1.TemplateStatus{ObservedGeneration: tmpl.Generation, Userlands: 1, ReadyUserlands: 1}
+		return cmp.Equal(want, tmpl.Status), nil
+	})
+}
+
+func TestChangingTemplateRefIsRolledOut(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	other := template(ns, "jupyter", "example.org/jupyter:1")
+	other.Spec.Rollout.Policy = v1alpha1.RolloutImmediate
+	create(t, template(ns, "vscode", "example.org/code:1"), other, userland(ns, "u", "alice", "vscode"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ul, err := get(t, ctx, ns, "u")
+		if err != nil {
+			return err
+		}
+		ul.Spec.TemplateRef.Name = "jupyter"
+		return env.Client.Update(ctx, ul)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "switched to the new template", func(ctx context.Context) (bool, error) {
+		ul, err := get(t, ctx, ns, "u")
+		return err == nil && ul.Status.Phase == v1alpha1.PhaseReady && ul.Status.ObservedGeneration == ul.Generation &&
+			imageOf(t, ctx, ns, "u") == "example.org/jupyter:1", err
+	})
+	eventually(t, 30*time.Second, "both templates recounted", func(ctx context.Context) (bool, error) {
+		var before, after v1alpha1.Template
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vscode"}, &before); err != nil {
+			return false, err
+		}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "jupyter"}, &after); err != nil {
+			return false, err
+		}
+		return before.Status.Userlands == 0 && after.Status.Userlands == 1 && after.Status.ReadyUserlands == 1, nil
+	})
 }
 
 func TestSuspendAndResume(t *testing.T) {
