@@ -95,6 +95,15 @@ func UserHash(user string) string {
 	return hex.EncodeToString(sum[:])[:32]
 }
 
+// ownedMeta is the metadata of a child named after and owned by ul.
+func ownedMeta(ul *v1alpha1.Userland) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: ul.Name, Namespace: ul.Namespace,
+		Labels:          childLabels(ul),
+		OwnerReferences: []metav1.OwnerReference{ownerRef(ul)},
+	}
+}
+
 func ownerRef(ul *v1alpha1.Userland) metav1.OwnerReference {
 	return metav1.OwnerReference{
 		APIVersion:         v1alpha1.GroupVersion.String(),
@@ -179,13 +188,8 @@ func mergeLabels(base, overrides map[string]string) map[string]string {
 // cannot be attached to old and new pods at once).
 func Deployment(ul *v1alpha1.Userland, pod corev1.PodTemplateSpec, replicas int32, annotations map[string]string) *appsv1.Deployment {
 	d := &appsv1.Deployment{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ul.Name, Namespace: ul.Namespace,
-			Labels:          childLabels(ul),
-			Annotations:     annotations,
-			OwnerReferences: []metav1.OwnerReference{ownerRef(ul)},
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: ownedMeta(ul),
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             ptr.To(replicas),
 			Selector:             &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}},
@@ -194,18 +198,15 @@ func Deployment(ul *v1alpha1.Userland, pod corev1.PodTemplateSpec, replicas int3
 			Template:             pod,
 		},
 	}
+	d.Annotations = annotations
 	return d
 }
 
 // Service builds the ClusterIP Service the gateway proxies to.
 func Service(ul *v1alpha1.Userland, port int32) *corev1.Service {
 	return &corev1.Service{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ul.Name, Namespace: ul.Namespace,
-			Labels:          childLabels(ul),
-			OwnerReferences: []metav1.OwnerReference{ownerRef(ul)},
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: ownedMeta(ul),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: map[string]string{v1alpha1.LabelUserland: ul.Name},
@@ -222,12 +223,8 @@ func Service(ul *v1alpha1.Userland, port int32) *corev1.Service {
 // cannot reach it.
 func NetworkPolicy(ul *v1alpha1.Userland, port int32, gateway *metav1.LabelSelector) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
-		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: ul.Name, Namespace: ul.Namespace,
-			Labels:          childLabels(ul),
-			OwnerReferences: []metav1.OwnerReference{ownerRef(ul)},
-		},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: ownedMeta(ul),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},

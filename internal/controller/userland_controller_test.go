@@ -439,19 +439,7 @@ func TestRolloutImmediateRespectsMaxUnavailable(t *testing.T) {
 	for i := range n {
 		create(t, userland(ns, fmt.Sprintf("u%d", i), fmt.Sprintf("user%d", i), "t"))
 	}
-	eventually(t, 2*time.Minute, "all ready", func(ctx context.Context) (bool, error) {
-		var list v1alpha1.UserlandList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		ready := 0
-		for _, ul := range list.Items {
-			if ul.Status.Phase == v1alpha1.PhaseReady {
-				ready++
-			}
-		}
-		return ready == n, nil
-	})
+	waitAllReady(t, ns, n, 2*time.Minute)
 
 	setImage(t, ns, "t", "example.org/app:2")
 	// 25% of 20 running environments: at most 5 unavailable at any moment.
@@ -520,19 +508,7 @@ func TestRestartWhileCreating200ConvergesWithoutDuplicatesOrOrphans(t *testing.T
 	<-done
 	startController(t)
 
-	eventually(t, 4*time.Minute, "all 200 ready", func(ctx context.Context) (bool, error) {
-		var list v1alpha1.UserlandList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		ready := 0
-		for _, ul := range list.Items {
-			if ul.Status.Phase == v1alpha1.PhaseReady {
-				ready++
-			}
-		}
-		return ready == n, nil
-	})
+	waitAllReady(t, ns, n, 4*time.Minute)
 	var deps appsv1.DeploymentList
 	var svcs corev1.ServiceList
 	var pvcs corev1.PersistentVolumeClaimList
@@ -571,4 +547,22 @@ func setSuspend(t *testing.T, ns, name string, suspend bool) {
 	if err != nil {
 		t.Fatalf("setting suspend=%v: %v", suspend, err)
 	}
+}
+
+// waitAllReady waits until n Userlands in ns are Ready.
+func waitAllReady(t *testing.T, ns string, n int, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, fmt.Sprintf("%d userlands ready", n), func(ctx context.Context) (bool, error) {
+		var list v1alpha1.UserlandList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, ul := range list.Items {
+			if ul.Status.Phase == v1alpha1.PhaseReady {
+				ready++
+			}
+		}
+		return ready == n, nil
+	})
 }
