@@ -37,7 +37,8 @@ generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), the controller's ClusterRole (config/rbac) and docs/api.md.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=userland-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=userland-controller paths="./internal/controller/...;./internal/webhook/..." output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./hack/crdpatch config/crd/bases
 	go run ./hack/apidocs config/crd/bases config/samples docs/api.md
 

@@ -283,7 +283,20 @@ type TemplateList struct {
 	Items []Template `json:"items"`
 }
 
-// ClusterTemplate is a Template that Userlands in any namespace can use.
+// ClusterTemplateSpec is a TemplateSpec plus the namespaces allowed to use
+// it.
+type ClusterTemplateSpec struct {
+	TemplateSpec `json:",inline"`
+
+	// AllowedNamespaces selects, by label, the namespaces whose Userlands
+	// may use this template. When absent, every namespace may. Enforced by
+	// the Userland admission webhook.
+	// +optional
+	AllowedNamespaces *metav1.LabelSelector `json:"allowedNamespaces,omitempty"`
+}
+
+// ClusterTemplate is a Template that Userlands in any namespace (or those
+// allowed by allowedNamespaces) can use.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=ctmpl,categories=userland-all
@@ -298,8 +311,8 @@ type ClusterTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec describes the environment.
-	Spec TemplateSpec `json:"spec"`
+	// Spec describes the environment and who may use it.
+	Spec ClusterTemplateSpec `json:"spec"`
 	// Status reports on the template's Userlands.
 	// +optional
 	Status TemplateStatus `json:"status,omitzero"`

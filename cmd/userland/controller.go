@@ -3,9 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +20,14 @@ import (
 
 func newControllerCommand() *cobra.Command {
 	opts := controller.Options{}
+	hooks := controller.WebhookOptions{}
+	var (
+		disableWebhooks bool
+		certMode        string
+		certSecret      string
+		webhookService  string
+		extraDNSNames   []string
+	)
 	zapOpts := zap.Options{}
 	var kubeconfig string
 	cmd := &cobra.Command{
@@ -33,6 +45,12 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 			if err != nil {
 				return err
 			}
+			if !disableWebhooks {
+				if err := webhookOptions(&hooks, certMode, certSecret, webhookService, extraDNSNames); err != nil {
+					return err
+				}
+				opts.Webhooks = &hooks
+			}
 			mgr, err := controller.NewManager(cfg, opts)
 			if err != nil {
 				return err
@@ -49,6 +67,16 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.StringVar(&opts.GatewayURL, "gateway-url", "", "external URL of the gateway, e.g. https://userland.example.edu; sets status.url")
 	f.StringVar(&opts.GatewaySelector, "gateway-pod-selector", "app.kubernetes.io/name=userland-gateway", "label selector of the gateway's pods; NetworkPolicies admit only them")
 	f.DurationVar(&opts.RolloutIdleAfter, "rollout-idle-after", 10*time.Minute, "how long without activity before a WhenIdle template change is applied to a running environment")
+	f.BoolVar(&disableWebhooks, "disable-webhooks", false, "do not serve the admission webhooks (for running outside the cluster)")
+	f.IntVar(&hooks.Port, "webhook-port", 9443, "port of the admission webhook server")
+	f.StringVar(&hooks.CertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "directory holding the webhook server's tls.crt and tls.key")
+	f.StringVar(&hooks.PodSecurityLevel, "pod-security-level", "baseline", "Pod Security Standards level enforced on templates: privileged, baseline or restricted")
+	f.StringVar(&certMode, "webhook-cert-mode", "self", "self: create and rotate the webhook certificate and inject its CA; external: certificates are provided (e.g. by cert-manager) in --webhook-cert-dir")
+	f.StringVar(&certSecret, "webhook-cert-secret", "userland-webhook-cert", "Secret (name or namespace/name; default namespace $POD_NAMESPACE) holding the self-managed certificate")
+	f.StringVar(&hooks.ConfigName, "webhook-config-name", "userland-validating-webhook-configuration", "ValidatingWebhookConfiguration whose CA bundle is managed in self mode")
+	f.StringVar(&webhookService, "webhook-service", "userland-webhook-service", "Service in front of the webhook server; the certificate is issued for <service>.<namespace>.svc")
+	f.BoolVar(&hooks.WriteCertsToDir, "webhook-write-certs", false, "copy the self-managed certificate from its Secret into --webhook-cert-dir (outside a cluster, where no kubelet mounts it)")
+	f.StringSliceVar(&extraDNSNames, "webhook-extra-dns-names", nil, "additional DNS names for the self-managed certificate")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
@@ -71,4 +99,26 @@ func restConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// webhookOptions completes the webhook options from the flags.
+func webhookOptions(hooks *controller.WebhookOptions, certMode, certSecret, service string, extraDNSNames []string) error {
+	switch certMode {
+	case "self":
+		hooks.SelfSignedCerts = true
+	case "external":
+		return nil
+	default:
+		return fmt.Errorf("--webhook-cert-mode %q: must be self or external", certMode)
+	}
+	namespace, name, found := strings.Cut(certSecret, "/")
+	if !found {
+		namespace, name = os.Getenv("POD_NAMESPACE"), certSecret
+	}
+	if namespace == "" {
+		return fmt.Errorf("--webhook-cert-secret %q: give namespace/name, or set POD_NAMESPACE", certSecret)
+	}
+	hooks.CertSecret = types.NamespacedName{Namespace: namespace, Name: name}
+	hooks.DNSNames = append([]string{service + "." + namespace + ".svc"}, extraDNSNames...)
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -110,7 +111,7 @@ const gatewayURL = "https://userland.example.edu"
 func startController(t *testing.T) *running {
 	t.Helper()
 	r := &running{clock: &offsetClock{}, writes: &writeCounter{}}
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(controllerConfig(t))
 	cfg.QPS, cfg.Burst = 500, 1000
 	cfg.WrapTransport = r.writes.wrap
 	mgr, err := controller.NewManager(cfg, controller.Options{
@@ -141,6 +142,30 @@ func startController(t *testing.T) *running {
 	}
 	t.Cleanup(r.stop)
 	return r
+}
+
+var (
+	identityOnce sync.Once
+	identity     *rest.Config
+	identityErr  error
+)
+
+// controllerConfig is a client configuration bound only to the controller's
+// generated ClusterRole (config/rbac/role.yaml): every reconcile test then
+// proves the RBAC markers are complete.
+func controllerConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	identityOnce.Do(func() {
+		ctx := context.Background()
+		if identityErr = env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml")); identityErr != nil {
+			return
+		}
+		identity, identityErr = env.ConfigBoundTo(ctx, "userland-controller-under-test", "userland-controller")
+	})
+	if identityErr != nil {
+		t.Fatalf("controller identity: %v", identityErr)
+	}
+	return identity
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {

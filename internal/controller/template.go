@@ -56,7 +56,7 @@ func resolve(ctx context.Context, c client.Reader, ul *v1alpha1.Userland) (*reso
 		if err := c.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
 			return nil, fmt.Errorf("getting clustertemplate %s: %w", ref.Name, err)
 		}
-		t.spec = ct.Spec.DeepCopy()
+		t.spec = ct.Spec.TemplateSpec.DeepCopy()
 	default:
 		t.kind = v1alpha1.TemplateKindTemplate
 		var tm v1alpha1.Template

@@ -11,9 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
 
 // startFull adds kube-controller-manager, kube-scheduler and kwok to a
@@ -92,7 +90,7 @@ leaderElection:
 	// kwok's default StorageClass provisions and binds claims, as a CSI
 	// driver would. It must exist before claims are created so the
 	// DefaultStorageClass admission plugin assigns it.
-	if err := e.createFromFile(ctx, filepath.Join(bins, "kwok-storage-class.yaml")); err != nil {
+	if err := e.CreateFromFile(ctx, filepath.Join(bins, "kwok-storage-class.yaml")); err != nil {
 		return err
 	}
 
@@ -145,20 +143,4 @@ func (e *Environment) writeKwokStages(bins string) (string, error) {
 		return "", fmt.Errorf("writing kwok stages: %w", err)
 	}
 	return path, nil
-}
-
-// createFromFile creates the single object in a YAML file.
-func (e *Environment) createFromFile(ctx context.Context, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(data, &obj.Object); err != nil {
-		return fmt.Errorf("parsing %s: %w", path, err)
-	}
-	if err := e.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating %s %s: %w", obj.GetKind(), obj.GetName(), err)
-	}
-	return nil
 }

@@ -1,0 +1,377 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/testenv"
+)
+
+var env *testenv.Environment
+
+const (
+	controllerNamespace = "userland-system"
+	configName          = "userland-validating-webhook-configuration"
+)
+
+// TestMain starts an API server, registers the generated webhook
+// configuration pointing at this process, and runs the controller with
+// self-managed certificates: nothing is pre-provisioned, so every admission
+// call that succeeds proves the certificate was created and trusted.
+func TestMain(m *testing.M) {
+	level := zapcore.ErrorLevel
+	if os.Getenv("USERLAND_TEST_LOGS") != "" {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
+	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.APIOnly}, &env))
+}
+
+var startOnce sync.Once
+
+// startWebhooks runs the controller's webhooks once for the package.
+func startWebhooks(t *testing.T) {
+	t.Helper()
+	var startErr error
+	startOnce.Do(func() { startErr = runController() })
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+	if err := waitForWebhooks(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func runController() error {
+	ctx := context.Background()
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}); err != nil {
+		return err
+	}
+	// The generated configuration, renamed and pointed at this process
+	// (the API server reaches it as localhost), with no CA bundle.
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return err
+	}
+	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return err
+	}
+	cfg.Name = configName
+	for i := range cfg.Webhooks {
+		path := *cfg.Webhooks[i].ClientConfig.Service.Path
+		cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{
+			URL: ptr.To(fmt.Sprintf("https://localhost:%d%s", port, path)),
+		}
+	}
+	if err := env.Client.Create(ctx, &cfg); err != nil {
+		return err
+	}
+
+	// Only the controller's generated ClusterRole: a missing RBAC marker
+	// fails these tests.
+	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml")); err != nil {
+		return err
+	}
+	restCfg, err := env.ConfigBoundTo(ctx, "userland-controller-under-test", "userland-controller")
+	if err != nil {
+		return err
+	}
+	mgr, err := controller.NewManager(restCfg, controller.Options{
+		MetricsAddr: "0", ProbeAddr: "0", Workers: 2,
+		GatewaySelector: "app.kubernetes.io/name=userland-gateway",
+		Registry:        prometheus.NewRegistry(),
+		Webhooks: &controller.WebhookOptions{
+			Host: "127.0.0.1", Port: port, CertDir: filepath.Join(env.Dir, "webhook-certs"),
+			PodSecurityLevel: "baseline", SelfSignedCerts: true,
+			CertSecret: types.NamespacedName{Namespace: controllerNamespace, Name: "userland-webhook-cert"},
+			ConfigName: configName,
+			DNSNames:   []string{"userland-webhook-service.userland-system.svc", "localhost"},
+			// No kubelet mounts the Secret here.
+			WriteCertsToDir: true,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return nil
+}
+
+// waitForWebhooks waits until the API server successfully calls the
+// webhook: the certificate exists, the server serves it and the CA bundle
+// was injected.
+func waitForWebhooks() error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		return err
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		tmpl := compliant(ns.Name, "probe")
+		tmpl.GenerateName, tmpl.Name = "probe-", ""
+		last = env.Client.Create(ctx, tmpl, client.DryRunAll)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("webhooks never became reachable: %w (last: %v)", err, last)
+	}
+	return nil
+}
+
+func compliant(ns, name string) *v1alpha1.Template {
+	return &v1alpha1.Template{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.TemplateSpec{
+			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "app", Image: "example.org/app:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}}}},
+			HTTP: v1alpha1.HTTPSpec{Port: 8080},
+		},
+	}
+}
+
+func TestCertificateIsCreatedAndTrusted(t *testing.T) {
+	startWebhooks(t)
+	var secret corev1.Secret
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: controllerNamespace, Name: "userland-webhook-cert"}, &secret); err != nil {
+		t.Fatalf("certificate secret: %v", err)
+	}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if len(secret.Data[k]) == 0 {
+			t.Errorf("secret has no %s", k)
+		}
+	}
+	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Name: configName}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range cfg.Webhooks {
+		if string(w.ClientConfig.CABundle) != string(secret.Data["ca.crt"]) {
+			t.Errorf("webhook %s: CA bundle not injected", w.Name)
+		}
+		if *w.FailurePolicy != admissionregistrationv1.Fail || *w.TimeoutSeconds > 10 {
+			t.Errorf("webhook %s: failurePolicy %s timeout %d, want Fail and a few seconds", w.Name, *w.FailurePolicy, *w.TimeoutSeconds)
+		}
+		for _, r := range w.Rules {
+			if len(r.APIGroups) != 1 || r.APIGroups[0] != "userland.dev" {
+				t.Errorf("webhook %s intercepts groups %v; only userland.dev is wanted", w.Name, r.APIGroups)
+			}
+		}
+	}
+}
+
+func TestTemplatesViolatingPodSecurityAreRejected(t *testing.T) {
+	startWebhooks(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	if err := env.Client.Create(ctx, compliant(ns, "ok")); err != nil {
+		t.Fatalf("compliant template rejected: %v", err)
+	}
+
+	bad := compliant(ns, "bad")
+	bad.Spec.PodTemplate.Spec.HostNetwork = true
+	bad.Spec.PodTemplate.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	err := env.Client.Create(ctx, bad)
+	assertCauses(t, err, map[string]string{
+		"spec.podTemplate.spec.hostNetwork":                              "host namespaces is not allowed by the baseline",
+		"spec.podTemplate.spec.containers[0].securityContext.privileged": "privileged is not allowed by the baseline",
+	})
+
+	// The same check guards ClusterTemplates, and updates.
+	ct := &v1alpha1.ClusterTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ct-" + ns}, Spec: v1alpha1.ClusterTemplateSpec{TemplateSpec: bad.Spec}}
+	assertCauses(t, env.Client.Create(ctx, ct), map[string]string{
+		"spec.podTemplate.spec.hostNetwork": "host namespaces",
+	})
+	var ok v1alpha1.Template
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "ok"}, &ok); err != nil {
+		t.Fatal(err)
+	}
+	ok.Spec.PodTemplate.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+	assertCauses(t, env.Client.Update(ctx, &ok), map[string]string{"spec.podTemplate.spec.volumes": "hostPath volumes"})
+}
+
+func assertCauses(t *testing.T, err error, want map[string]string) {
+	t.Helper()
+	var status apierrors.APIStatus
+	if err == nil || !errors.As(err, &status) {
+		t.Fatalf("got %v, want a rejection", err)
+	}
+	got := map[string]string{}
+	for _, c := range status.Status().Details.Causes {
+		got[c.Field] = c.Message
+	}
+	for f, fragment := range want {
+		if !strings.Contains(got[f], fragment) {
+			t.Errorf("cause at %s = %q, want it to mention %q (all: %v)", f, got[f], fragment, got)
+		}
+	}
+}
+
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func TestMissingTemplateIsAWarningNotADenial(t *testing.T) {
+	startWebhooks(t)
+	ns := env.Namespace(t)
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandlerWithContext = w
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul := &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "early"},
+		Spec:       v1alpha1.UserlandSpec{User: "alice", TemplateRef: v1alpha1.TemplateReference{Name: "not-yet"}},
+	}
+	if err := c.Create(context.Background(), ul); err != nil {
+		t.Fatalf("a Userland for a missing template was denied: %v", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.list) != 1 || !strings.Contains(w.list[0], `Template "not-yet" does not exist in namespace `+ns) {
+		t.Errorf("warnings %q, want one about the missing template", w.list)
+	}
+}
+
+func TestClusterTemplateAllowedNamespaces(t *testing.T) {
+	startWebhooks(t)
+	ctx := context.Background()
+	allowed, denied := env.Namespace(t), env.Namespace(t)
+	var ns corev1.Namespace
+	if err := env.Client.Get(ctx, types.NamespacedName{Name: allowed}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels["course"] = "databases"
+	if err := env.Client.Update(ctx, &ns); err != nil {
+		t.Fatal(err)
+	}
+	ct := &v1alpha1.ClusterTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "db-" + allowed},
+		Spec: v1alpha1.ClusterTemplateSpec{
+			TemplateSpec:      compliant("", "").Spec,
+			AllowedNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"course": "databases"}},
+		},
+	}
+	if err := env.Client.Create(ctx, ct); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, ct) })
+	ref := v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindClusterTemplate, Name: ct.Name}
+
+	ok := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: allowed, Name: "u"}, Spec: v1alpha1.UserlandSpec{User: "alice", TemplateRef: ref}}
+	if err := env.Client.Create(ctx, ok); err != nil {
+		t.Fatalf("allowed namespace denied: %v", err)
+	}
+	no := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: denied, Name: "u"}, Spec: v1alpha1.UserlandSpec{User: "alice", TemplateRef: ref}}
+	assertCauses(t, env.Client.Create(ctx, no), map[string]string{
+		"spec.templateRef.name": fmt.Sprintf("does not allow namespace %q", denied),
+	})
+}
+
+func TestUserManagersCannotChangeWhatRuns(t *testing.T) {
+	startWebhooks(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, compliant(ns, "vscode")); err != nil {
+		t.Fatal(err)
+	}
+	const ta = "ta@uni.example.ac.jp"
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ta"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "userland-user-manager"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ta}},
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.ConfigFor(ta), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "student"},
+		Spec: v1alpha1.UserlandSpec{User: "student@uni.example.ac.jp", TemplateRef: v1alpha1.TemplateReference{Name: "vscode"}}}
+	if err := c.Create(ctx, ul); err != nil {
+		t.Fatalf("user manager cannot create a Userland: %v", err)
+	}
+	if err := c.Delete(ctx, ul); err != nil {
+		t.Fatalf("user manager cannot delete a Userland: %v", err)
+	}
+
+	var tmpl v1alpha1.Template
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "vscode"}, &tmpl); err != nil {
+		t.Fatalf("user manager cannot read templates: %v", err)
+	}
+	tmpl.Spec.PodTemplate.Spec.Containers[0].Image = "evil.example/miner:1"
+	if err := c.Update(ctx, &tmpl); !apierrors.IsForbidden(err) {
+		t.Errorf("updating a Template: %v, want Forbidden", err)
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}},
+	}}
+	if err := c.Create(ctx, dep); !apierrors.IsForbidden(err) {
+		t.Errorf("creating a Deployment: %v, want Forbidden", err)
+	}
+	if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+		t.Errorf("listing Secrets: %v, want Forbidden", err)
+	}
+}

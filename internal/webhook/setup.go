@@ -1,0 +1,24 @@
+package webhook
+
+import (
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// Setup registers the validating webhooks with the manager's webhook
+// server.
+func Setup(mgr ctrl.Manager, ps *PodSecurity) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Template{}).WithValidator(&TemplateValidator{PodSecurity: ps}).Complete(); err != nil {
+		return fmt.Errorf("registering template webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ClusterTemplate{}).WithValidator(&ClusterTemplateValidator{PodSecurity: ps}).Complete(); err != nil {
+		return fmt.Errorf("registering clustertemplate webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Userland{}).WithValidator(&UserlandValidator{Reader: mgr.GetAPIReader()}).Complete(); err != nil {
+		return fmt.Errorf("registering userland webhook: %w", err)
+	}
+	return nil
+}
