@@ -158,7 +158,7 @@ func waitForWebhooks() error {
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("webhooks never became reachable: %w (last: %v)", err, last)
+		return errors.Join(fmt.Errorf("webhooks never became reachable: %w", err), last)
 	}
 	return nil
 }
