@@ -52,7 +52,7 @@ test: control-plane ## Run all tests against a real control plane (first run bui
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: verify
 verify: ## Fail if generated files are stale, then vet and lint.

@@ -1,0 +1,70 @@
+// Package authz decides who may reach a Userland through the gateway.
+package authz
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// InstructorGroupsAnnotation on a namespace lists, comma-separated, groups
+// whose members may reach every Userland in that namespace.
+const InstructorGroupsAnnotation = "userland.dev/instructor-groups"
+
+// Policy holds the gateway-wide access rules.
+type Policy struct {
+	// AdminGroups may reach every Userland.
+	AdminGroups []string
+}
+
+// Reason says why access was granted.
+type Reason string
+
+// Reasons access is granted; empty means denied.
+const (
+	Owner      Reason = "owner"
+	Admin      Reason = "admin"
+	Instructor Reason = "instructor"
+)
+
+// Allowed reports whether id may reach ul, whose namespace carries
+// namespaceAnnotations. The comparison of users is exact: identities are
+// whatever the identity provider asserts, and case-folding could merge two
+// of them.
+func (p Policy) Allowed(id session.Identity, ul *v1alpha1.Userland, namespaceAnnotations map[string]string) Reason {
+	switch {
+	case id.User == "":
+		return ""
+	case ul.Spec.User == id.User:
+		return Owner
+	case intersects(id.Groups, p.AdminGroups):
+		return Admin
+	case intersects(id.Groups, splitGroups(namespaceAnnotations[InstructorGroupsAnnotation])):
+		return Instructor
+	}
+	return ""
+}
+
+// IsAdmin reports whether id is in an admin group.
+func (p Policy) IsAdmin(id session.Identity) bool { return intersects(id.Groups, p.AdminGroups) }
+
+func splitGroups(s string) []string {
+	var out []string
+	for _, g := range strings.Split(s, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func intersects(a, b []string) bool {
+	for _, x := range a {
+		if x != "" && slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,142 @@
+// Package route maps a request to the Userland it addresses, strictly: any
+// ambiguity (encoded slashes, dot segments, wrong case, odd hosts) is a
+// refusal, never a guess, because the answer decides whose environment a
+// request reaches.
+package route
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net"
+	"regexp"
+	"strings"
+)
+
+// PathPrefix starts every path-routed environment URL.
+const PathPrefix = "/u/"
+
+// Target is the environment a request addresses.
+type Target struct {
+	// Namespace and Name identify the Userland.
+	Namespace, Name string
+	// Prefix is the path prefix the gateway serves the environment under
+	// ("/u/<namespace>/<name>"), empty with subdomain routing.
+	Prefix string
+	// Rest is the escaped path after the prefix, starting with "/".
+	Rest string
+}
+
+// ErrNotEnvironment means the request is not for an environment (a
+// gateway path such as /login, or another host).
+var ErrNotEnvironment = errors.New("not an environment URL")
+
+// ErrInvalid means the request addresses an environment in a way that is
+// not allowed (dot segments, encoded separators, invalid names).
+var ErrInvalid = errors.New("invalid environment URL")
+
+// ErrNeedsSlash means "/u/<ns>/<name>" without the trailing slash; the
+// gateway redirects so relative links in the app resolve.
+var ErrNeedsSlash = errors.New("environment URL needs a trailing slash")
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+func validLabel(s string) bool { return len(s) <= 63 && dnsLabel.MatchString(s) }
+
+// FromPath parses a path-routed request from its escaped path
+// (url.URL.EscapedPath), so that %2F is seen as such and not as a separator.
+func FromPath(escapedPath string) (Target, error) {
+	if !strings.HasPrefix(escapedPath, PathPrefix) {
+		return Target{}, ErrNotEnvironment
+	}
+	if hasDotSegment(escapedPath) {
+		return Target{}, ErrInvalid
+	}
+	parts := strings.SplitN(strings.TrimPrefix(escapedPath, PathPrefix), "/", 3)
+	if len(parts) < 2 {
+		return Target{}, ErrInvalid
+	}
+	ns, name := parts[0], parts[1]
+	// Names are plain DNS labels: anything escaped, upper-case or dotted
+	// is refused rather than normalised.
+	if !validLabel(ns) || !validLabel(name) {
+		return Target{}, ErrInvalid
+	}
+	t := Target{Namespace: ns, Name: name, Prefix: PathPrefix + ns + "/" + name}
+	if len(parts) == 2 {
+		return t, ErrNeedsSlash
+	}
+	t.Rest = "/" + parts[2]
+	return t, nil
+}
+
+// hasDotSegment reports "." or ".." segments, also percent-encoded, which
+// clients and proxies may resolve differently from the gateway.
+func hasDotSegment(escapedPath string) bool {
+	for _, seg := range strings.Split(escapedPath, "/") {
+		s := strings.ToLower(seg)
+		s = strings.ReplaceAll(s, "%2e", ".")
+		if s == "." || s == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// FromHost parses a subdomain-routed request's Host header:
+// "<name>--<namespace>.<baseDomain>[:port]". The namespace is taken after
+// the last "--", since Userland names may themselves contain "--".
+func FromHost(host, baseDomain string) (Target, error) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	base := "." + strings.TrimSuffix(baseDomain, ".")
+	if baseDomain == "" || !strings.HasSuffix(host, base) {
+		return Target{}, ErrNotEnvironment
+	}
+	label := strings.TrimSuffix(host, base)
+	i := strings.LastIndex(label, "--")
+	if i <= 0 || strings.Contains(label, ".") {
+		return Target{}, ErrInvalid
+	}
+	name, ns := label[:i], label[i+2:]
+	if !validLabel(ns) || !validLabel(name) {
+		return Target{}, ErrInvalid
+	}
+	return Target{Namespace: ns, Name: name}, nil
+}
+
+// NameFor derives the Userland name auto-provisioning gives an identity:
+// lower-case letters, digits and '-', starting with a letter, at most 63
+// characters. When that loses information (any change at all, including
+// case), a hash of the identity is appended, so two identities never share
+// a name and the same identity always gets the same one.
+func NameFor(identity string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(identity) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+			dash = false
+		default:
+			if !dash && b.Len() > 0 {
+				b.WriteByte('-')
+				dash = true
+			}
+		}
+	}
+	name := strings.TrimRight(b.String(), "-")
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		name = "u-" + name
+	}
+	if name == identity && len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(identity))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	if len(name) > 63-len(suffix) {
+		name = strings.TrimRight(name[:63-len(suffix)], "-")
+	}
+	return name + suffix
+}

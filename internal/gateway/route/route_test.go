@@ -1,0 +1,97 @@
+package route
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestFromPath(t *testing.T) {
+	cases := map[string]struct {
+		path string
+		want Target
+		err  error
+	}{
+		"root of an environment": {"/u/cs101/taro/", Target{"cs101", "taro", "/u/cs101/taro", "/"}, nil},
+		"deep path kept escaped": {"/u/cs101/taro/lab/a%20b?", Target{"cs101", "taro", "/u/cs101/taro", "/lab/a%20b?"}, nil},
+		"missing slash":          {"/u/cs101/taro", Target{"cs101", "taro", "/u/cs101/taro", ""}, ErrNeedsSlash},
+		"gateway path":           {"/login", Target{}, ErrNotEnvironment},
+		"no name":                {"/u/cs101", Target{}, ErrInvalid},
+		"empty name":             {"/u/cs101//x", Target{}, ErrInvalid},
+		"dot-dot after name":     {"/u/cs101/taro/../hanako/", Target{}, ErrInvalid},
+		"dot-dot as name":        {"/u/cs101/../other/hanako/", Target{}, ErrInvalid},
+		"encoded dot-dot":        {"/u/cs101/taro/%2e%2E/hanako/", Target{}, ErrInvalid},
+		"encoded slash in name":  {"/u/cs101/taro%2Fhanako/", Target{}, ErrInvalid},
+		"double-encoded slash":   {"/u/cs101/taro%252Fhanako/", Target{}, ErrInvalid},
+		"upper case":             {"/u/cs101/Taro/", Target{}, ErrInvalid},
+		"trailing dot":           {"/u/cs101/taro./", Target{}, ErrInvalid},
+		"single dot segment":     {"/u/cs101/taro/./x", Target{}, ErrInvalid},
+		"name too long":          {"/u/cs101/" + strings.Repeat("a", 64) + "/", Target{}, ErrInvalid},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := FromPath(tc.path)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("error %v, want %v", err, tc.err)
+			}
+			if tc.err != nil && !errors.Is(tc.err, ErrNeedsSlash) {
+				return
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFromHost(t *testing.T) {
+	cases := map[string]struct {
+		host string
+		want Target
+		err  error
+	}{
+		"plain":                      {"taro--cs101.u.example.edu", Target{Namespace: "cs101", Name: "taro"}, nil},
+		"with port":                  {"taro--cs101.u.example.edu:8443", Target{Namespace: "cs101", Name: "taro"}, nil},
+		"name with double dash":      {"my--lab--cs101.u.example.edu", Target{Namespace: "cs101", Name: "my--lab"}, nil},
+		"the gateway itself":         {"u.example.edu", Target{}, ErrNotEnvironment},
+		"another domain":             {"taro--cs101.evil.example", Target{}, ErrNotEnvironment},
+		"suffix trick":               {"taro--cs101.u.example.edu.evil.example", Target{}, ErrNotEnvironment},
+		"no separator":               {"taro.u.example.edu", Target{}, ErrInvalid},
+		"nested label":               {"x.taro--cs101.u.example.edu", Target{}, ErrInvalid},
+		"upper case":                 {"Taro--cs101.u.example.edu", Target{}, ErrInvalid},
+		"empty namespace":            {"taro--.u.example.edu", Target{}, ErrInvalid},
+		"trailing dot on the domain": {"taro--cs101.u.example.edu.", Target{}, ErrNotEnvironment},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := FromHost(tc.host, "u.example.edu")
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("error %v, want %v", err, tc.err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNameFor(t *testing.T) {
+	cases := map[string]string{
+		"alice":                         "alice",
+		"Taro.Yamada@uni.example.ac.jp": "taro-yamada-uni-example-ac-jp-" + NameFor("Taro.Yamada@uni.example.ac.jp")[30:],
+		"42":                            "u-42-" + NameFor("42")[5:],
+	}
+	for identity, want := range cases {
+		if got := NameFor(identity); got != want {
+			t.Errorf("NameFor(%q) = %q, want %q", identity, got, want)
+		}
+	}
+	if NameFor("Alice") == NameFor("alice") {
+		t.Error("identities differing in case share a name")
+	}
+	if NameFor("a.b") == NameFor("a-b") {
+		t.Error("identities differing in punctuation share a name")
+	}
+}

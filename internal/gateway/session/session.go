@@ -1,0 +1,120 @@
+// Package session keeps a signed-in user's identity in an encrypted,
+// authenticated cookie (github.com/gorilla/securecookie: AES + HMAC), so
+// that any gateway replica can read it and no server-side store is needed.
+package session
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/securecookie"
+)
+
+// CookieName is the session cookie's name. The gateway never forwards it to
+// environments.
+const CookieName = "userland_session"
+
+// Identity is who a session belongs to.
+type Identity struct {
+	// User is the identity Userlands are matched against (spec.user).
+	User string `json:"u"`
+	// Email is the verified e-mail address, when known.
+	Email string `json:"e,omitempty"`
+	// Groups are the identity provider's groups.
+	Groups []string `json:"g,omitempty"`
+}
+
+// payload is what the cookie carries: the identity and its own expiry, so
+// an old cookie replayed by a client is refused even if the browser kept it.
+type payload struct {
+	Identity
+	Expires int64 `json:"x"`
+}
+
+// Key is one secret for sessions: a 32- or 64-byte hash key and a 16-, 24-
+// or 32-byte AES key.
+type Key struct {
+	Hash, Block []byte
+}
+
+// Store encodes and decodes session cookies.
+type Store struct {
+	codecs []securecookie.Codec
+	ttl    time.Duration
+	secure bool
+	now    func() time.Time
+}
+
+// NewStore builds a store. The first key signs and encrypts new sessions;
+// every key is accepted when reading, so keys rotate without signing
+// everybody out. ttl bounds a session's life; secure sets the cookie's
+// Secure flag (off only for plain-HTTP local use).
+func NewStore(keys []Key, ttl time.Duration, secure bool, now func() time.Time) (*Store, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("at least one session key is required")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	var pairs [][]byte
+	for i, k := range keys {
+		if l := len(k.Hash); l != 32 && l != 64 {
+			return nil, fmt.Errorf("session key %d: hash key must be 32 or 64 bytes, got %d", i, l)
+		}
+		if l := len(k.Block); l != 16 && l != 24 && l != 32 {
+			return nil, fmt.Errorf("session key %d: encryption key must be 16, 24 or 32 bytes, got %d", i, l)
+		}
+		pairs = append(pairs, k.Hash, k.Block)
+	}
+	codecs := securecookie.CodecsFromPairs(pairs...)
+	for _, c := range codecs {
+		sc := c.(*securecookie.SecureCookie)
+		sc.MaxAge(int(ttl.Seconds()) + 60)
+		sc.SetSerializer(securecookie.JSONEncoder{})
+	}
+	return &Store{codecs: codecs, ttl: ttl, secure: secure, now: now}, nil
+}
+
+// Save writes a session cookie for id.
+func (s *Store) Save(w http.ResponseWriter, id Identity) error {
+	value, err := securecookie.EncodeMulti(CookieName, payload{Identity: id, Expires: s.now().Add(s.ttl).Unix()}, s.codecs...)
+	if err != nil {
+		return fmt.Errorf("encoding session: %w", err)
+	}
+	http.SetCookie(w, s.cookie(value, int(s.ttl.Seconds())))
+	return nil
+}
+
+// Clear removes the session cookie (sign-out).
+func (s *Store) Clear(w http.ResponseWriter) {
+	http.SetCookie(w, s.cookie("", -1))
+}
+
+func (s *Store) cookie(value string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name: CookieName, Value: value, Path: "/", MaxAge: maxAge,
+		Secure: s.secure, HttpOnly: true, SameSite: http.SameSiteLaxMode,
+	}
+}
+
+// ErrNoSession means the request carries no valid session.
+var ErrNoSession = errors.New("no valid session")
+
+// Load returns the request's identity. A missing, forged, tampered or
+// expired cookie is ErrNoSession.
+func (s *Store) Load(r *http.Request) (Identity, error) {
+	c, err := r.Cookie(CookieName)
+	if err != nil {
+		return Identity{}, ErrNoSession
+	}
+	var p payload
+	if err := securecookie.DecodeMulti(CookieName, c.Value, &p, s.codecs...); err != nil {
+		return Identity{}, ErrNoSession
+	}
+	if p.User == "" || s.now().Unix() >= p.Expires {
+		return Identity{}, ErrNoSession
+	}
+	return p.Identity, nil
+}

@@ -1,0 +1,130 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func key(b byte) Key {
+	return Key{Hash: bytes.Repeat([]byte{b}, 32), Block: bytes.Repeat([]byte{b + 1}, 32)}
+}
+
+type fakeNow struct{ t time.Time }
+
+func (f *fakeNow) now() time.Time { return f.t }
+
+func saved(t *testing.T, s *Store, id Identity) *http.Cookie {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	if err := s.Save(rec, id); err != nil {
+		t.Fatal(err)
+	}
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("got %d cookies", len(cookies))
+	}
+	return cookies[0]
+}
+
+func request(c *http.Cookie) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	if c != nil {
+		r.AddCookie(c)
+	}
+	return r
+}
+
+func TestRoundTripAndCookieFlags(t *testing.T) {
+	clock := &fakeNow{time.Unix(1_800_000_000, 0)}
+	s, err := NewStore([]Key{key(1)}, 8*time.Hour, true, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := Identity{User: "Taro.Yamada@uni.example.ac.jp", Email: "Taro.Yamada@uni.example.ac.jp", Groups: []string{"cs101"}}
+	c := saved(t, s, id)
+	if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" {
+		t.Errorf("cookie flags: secure=%v httpOnly=%v sameSite=%v path=%q", c.Secure, c.HttpOnly, c.SameSite, c.Path)
+	}
+	if strings.Contains(c.Value, "Taro") {
+		t.Error("the identity is readable in the cookie; it must be encrypted")
+	}
+	got, err := s.Load(request(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(id, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestRejectedSessions(t *testing.T) {
+	clock := &fakeNow{time.Unix(1_800_000_000, 0)}
+	s, _ := NewStore([]Key{key(1)}, time.Hour, true, clock.now)
+	other, _ := NewStore([]Key{key(7)}, time.Hour, true, clock.now)
+	good := saved(t, s, Identity{User: "alice"})
+
+	tampered := *good
+	b := []byte(tampered.Value)
+	b[len(b)/2] ^= 1
+	tampered.Value = string(b)
+
+	cases := map[string]func() *http.Cookie{
+		"no cookie":               func() *http.Cookie { return nil },
+		"forged with another key": func() *http.Cookie { return saved(t, other, Identity{User: "alice"}) },
+		"tampered":                func() *http.Cookie { return &tampered },
+		"garbage":                 func() *http.Cookie { return &http.Cookie{Name: CookieName, Value: "x|y|z"} },
+		"empty user": func() *http.Cookie {
+			return saved(t, s, Identity{})
+		},
+	}
+	for name, cookie := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := s.Load(request(cookie())); !errors.Is(err, ErrNoSession) {
+				t.Errorf("got %v, want ErrNoSession", err)
+			}
+		})
+	}
+
+	t.Run("expired", func(t *testing.T) {
+		clock.t = clock.t.Add(time.Hour)
+		defer func() { clock.t = clock.t.Add(-time.Hour) }()
+		if _, err := s.Load(request(good)); !errors.Is(err, ErrNoSession) {
+			t.Errorf("got %v, want ErrNoSession for an expired session", err)
+		}
+	})
+}
+
+func TestKeyRotation(t *testing.T) {
+	clock := &fakeNow{time.Unix(1_800_000_000, 0)}
+	old, _ := NewStore([]Key{key(1)}, time.Hour, true, clock.now)
+	rotated, _ := NewStore([]Key{key(3), key(1)}, time.Hour, true, clock.now)
+	retired, _ := NewStore([]Key{key(3)}, time.Hour, true, clock.now)
+
+	c := saved(t, old, Identity{User: "alice"})
+	if _, err := rotated.Load(request(c)); err != nil {
+		t.Errorf("a session signed with the previous key was refused during rotation: %v", err)
+	}
+	fresh := saved(t, rotated, Identity{User: "alice"})
+	if _, err := retired.Load(request(fresh)); err != nil {
+		t.Errorf("the newest key does not sign new sessions: %v", err)
+	}
+	if _, err := retired.Load(request(c)); !errors.Is(err, ErrNoSession) {
+		t.Errorf("a session signed with a retired key was accepted: %v", err)
+	}
+}
+
+func TestKeySizesAreChecked(t *testing.T) {
+	if _, err := NewStore([]Key{{Hash: []byte("short"), Block: bytes.Repeat([]byte{1}, 32)}}, time.Hour, true, nil); err == nil {
+		t.Error("a 5-byte hash key was accepted")
+	}
+	if _, err := NewStore(nil, time.Hour, true, nil); err == nil {
+		t.Error("no keys was accepted")
+	}
+}
