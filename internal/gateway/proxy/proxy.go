@@ -1,0 +1,207 @@
+// Package proxy forwards a signed-in user's requests to their environment:
+// HTTP, streaming responses and WebSockets, through
+// net/http/httputil.ReverseProxy with Rewrite. It removes every identity
+// header the client sent and the gateway's session cookie, and sets its own.
+package proxy
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// Identity headers the gateway sets for environments. Whatever a client
+// sends under these names (and under any configured extra names) is
+// dropped first.
+const (
+	HeaderUser   = "X-Forwarded-User"
+	HeaderEmail  = "X-Forwarded-Email"
+	HeaderGroups = "X-Forwarded-Groups"
+	HeaderPrefix = "X-Forwarded-Prefix"
+)
+
+// Resolver finds the address of an environment's Service.
+type Resolver interface {
+	// Resolve returns host:port for the Userland's Service.
+	Resolve(namespace, name string, port int32) (string, error)
+}
+
+// ClusterDNS resolves Services by their cluster DNS name.
+type ClusterDNS struct {
+	// Domain is the cluster domain, "cluster.local" by default.
+	Domain string
+}
+
+// Resolve returns <name>.<namespace>.svc.<domain>:<port>.
+func (c ClusterDNS) Resolve(namespace, name string, port int32) (string, error) {
+	domain := c.Domain
+	if domain == "" {
+		domain = "cluster.local"
+	}
+	return net.JoinHostPort(name+"."+namespace+".svc."+domain, strconv.Itoa(int(port))), nil
+}
+
+// Request is one request to forward.
+type Request struct {
+	// Upstream is host:port of the environment.
+	Upstream string
+	// Path is the escaped path to send upstream (prefix stripped or not).
+	Path string
+	// Prefix is sent as X-Forwarded-Prefix when the prefix was stripped.
+	Prefix string
+	// Identity is who the gateway signed in.
+	Identity session.Identity
+	// Activity is called whenever bytes flow in either direction,
+	// including on upgraded (WebSocket) connections.
+	Activity func()
+}
+
+// Proxy forwards requests.
+type Proxy struct {
+	// ExtraIdentityHeaders are more client headers to drop (e.g. the
+	// trusted-header names in that mode).
+	ExtraIdentityHeaders []string
+	transport            http.RoundTripper
+}
+
+// New returns a Proxy with a Transport tuned for one gateway talking to
+// many small upstreams: many idle connections per host (Go's default of 2
+// halves throughput), short dial timeouts so a stopped pod fails fast.
+func New(extraIdentityHeaders []string) *Proxy {
+	return &Proxy{
+		ExtraIdentityHeaders: extraIdentityHeaders,
+		transport: &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: 0, // long polls and SSE are legitimate
+			ForceAttemptHTTP2:     false,
+		},
+	}
+}
+
+// ServeHTTP forwards r per req.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
+	rp := &httputil.ReverseProxy{
+		Transport:     p.transport,
+		FlushInterval: -1, // stream SSE and chunked responses as they come
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
+			out.URL.Scheme = "http"
+			out.URL.Host = req.Upstream
+			out.URL.RawPath = req.Path
+			if u, err := url.PathUnescape(req.Path); err == nil {
+				out.URL.Path = u
+			}
+			out.Host = pr.In.Host
+			pr.SetXForwarded()
+			for _, h := range append([]string{HeaderUser, HeaderEmail, HeaderGroups, HeaderPrefix, "X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Groups", "X-Remote-User", "Remote-User"}, p.ExtraIdentityHeaders...) {
+				out.Header.Del(h)
+			}
+			out.Header.Set(HeaderUser, req.Identity.User)
+			if req.Identity.Email != "" {
+				out.Header.Set(HeaderEmail, req.Identity.Email)
+			}
+			if len(req.Identity.Groups) > 0 {
+				out.Header.Set(HeaderGroups, strings.Join(req.Identity.Groups, ","))
+			}
+			if req.Prefix != "" {
+				out.Header.Set(HeaderPrefix, req.Prefix)
+			}
+			stripSessionCookie(out.Header)
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "the environment is not answering yet; retry in a few seconds", http.StatusBadGateway)
+		},
+	}
+	if req.Activity != nil {
+		req.Activity()
+		w = &activityWriter{ResponseWriter: w, activity: req.Activity}
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// stripSessionCookie removes the gateway's cookie: an environment must
+// never see a credential for other environments.
+func stripSessionCookie(h http.Header) {
+	cookies := h.Values("Cookie")
+	h.Del("Cookie")
+	for _, line := range cookies {
+		var kept []string
+		for _, part := range strings.Split(line, ";") {
+			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if name != session.CookieName && strings.TrimSpace(part) != "" {
+				kept = append(kept, strings.TrimSpace(part))
+			}
+		}
+		if len(kept) > 0 {
+			h.Add("Cookie", strings.Join(kept, "; "))
+		}
+	}
+}
+
+// activityWriter reports activity on every write, and wraps hijacked
+// connections (WebSockets) so their frames count too.
+type activityWriter struct {
+	http.ResponseWriter
+	activity func()
+}
+
+func (a *activityWriter) Write(b []byte) (int, error) {
+	a.activity()
+	return a.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush on the real writer.
+func (a *activityWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
+// Hijack hands ReverseProxy a connection that reports activity.
+func (a *activityWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(a.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &activityConn{Conn: conn, activity: a.activity}
+	return c, bufio.NewReadWriter(bufio.NewReader(readerFunc(func(p []byte) (int, error) {
+		n, err := rw.Read(p)
+		if n > 0 {
+			a.activity()
+		}
+		return n, err
+	})), bufio.NewWriter(c)), nil
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+type activityConn struct {
+	net.Conn
+	activity func()
+}
+
+func (c *activityConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.activity()
+	}
+	return n, err
+}
+
+func (c *activityConn) Write(p []byte) (int, error) {
+	c.activity()
+	return c.Conn.Write(p)
+}
