@@ -1,0 +1,117 @@
+// Package activity records when environments are used and writes it to
+// status.lastActivityTime, off the request path and at most once per
+// interval per environment, so a busy gateway costs the API server little.
+package activity
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// Recorder collects activity in memory and flushes it periodically.
+type Recorder struct {
+	// Client patches userlands/status.
+	Client client.Client
+	// Interval is the most often one environment's activity is written
+	// (one minute by default).
+	Interval time.Duration
+	// Now is the clock; time.Now by default.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	pending map[types.NamespacedName]time.Time
+	written map[types.NamespacedName]time.Time
+}
+
+func (r *Recorder) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Recorder) interval() time.Duration {
+	if r.Interval > 0 {
+		return r.Interval
+	}
+	return time.Minute
+}
+
+// Touch notes activity for a Userland. It is cheap: called on every byte
+// copied.
+func (r *Recorder) Touch(key types.NamespacedName) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = map[types.NamespacedName]time.Time{}
+	}
+	r.pending[key] = now
+}
+
+// Wake writes activity for a Userland now: a stopped environment is started
+// by the controller when it sees activity newer than the stop.
+func (r *Recorder) Wake(ctx context.Context, key types.NamespacedName) error {
+	return r.write(ctx, key, r.now())
+}
+
+// Flush writes pending activity older writes than Interval allow.
+func (r *Recorder) Flush(ctx context.Context) {
+	r.mu.Lock()
+	due := map[types.NamespacedName]time.Time{}
+	for key, at := range r.pending {
+		if last, ok := r.written[key]; ok && at.Sub(last) < r.interval() {
+			continue
+		}
+		due[key] = at
+		delete(r.pending, key)
+	}
+	r.mu.Unlock()
+	for key, at := range due {
+		if err := r.write(ctx, key, at); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "recording activity", "userland", key)
+		}
+	}
+}
+
+func (r *Recorder) write(ctx context.Context, key types.NamespacedName, at time.Time) error {
+	// A merge patch of just this field: it never conflicts with the
+	// controller's status writes, and needs no prior read.
+	patch := fmt.Appendf(nil, `{"status":{"lastActivityTime":%q}}`, metav1.NewTime(at).UTC().Format(time.RFC3339))
+	ul := &v1alpha1.Userland{}
+	ul.Namespace, ul.Name = key.Namespace, key.Name
+	if err := r.Client.Status().Patch(ctx, ul, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("patching activity of %s: %w", key, client.IgnoreNotFound(err))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written == nil {
+		r.written = map[types.NamespacedName]time.Time{}
+	}
+	r.written[key] = at
+	return nil
+}
+
+// Start flushes every few seconds until ctx ends; a manager Runnable.
+func (r *Recorder) Start(ctx context.Context) error {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.Flush(context.Background())
+			return nil
+		case <-tick.C:
+			r.Flush(ctx)
+		}
+	}
+}
