@@ -1,0 +1,433 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/bcrypt"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/gateway"
+	"github.com/userland-dev/userland/internal/gateway/activity"
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/proxy"
+	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/testenv"
+)
+
+var (
+	env   *testenv.Environment
+	clock = testingclock.NewFakePassiveClock(time.Now())
+)
+
+// TestMain runs the full simulated cluster with the controller, so wake-up
+// is the real controller scaling a real Deployment.
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.Full}, &env))
+}
+
+var started = false
+
+func startController(t *testing.T) {
+	t.Helper()
+	if started {
+		return
+	}
+	started = true
+	mgr, err := controller.NewManager(env.Config, controller.Options{
+		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, GatewaySelector: "app=gw",
+		Clock: clock, Registry: prometheus.NewRegistry(), RolloutIdleAfter: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(context.Background()) }()
+}
+
+// upstream is a real app answering for every environment.
+func upstream(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer func() { _ = c.CloseNow() }()
+		_ = c.Write(r.Context(), websocket.MessageText, []byte("hello "+r.Header.Get(proxy.HeaderUser)))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]string{"user": r.Header.Get(proxy.HeaderUser), "path": r.URL.EscapedPath(), "cookie": r.Header.Get("Cookie")})
+	})
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+type fixture struct {
+	ns      string
+	gateway *httptest.Server
+}
+
+func hashPW(t *testing.T, pw string) string {
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h)
+}
+
+// setup creates alice's and bob's environments and a gateway in front.
+func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
+	t.Helper()
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := &v1alpha1.Template{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: v1alpha1.TemplateSpec{
+			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "web", Image: "example.org/web:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}}}},
+			HTTP: v1alpha1.HTTPSpec{Port: 8080},
+			Idle: &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}},
+		},
+	}
+	objs := []client.Object{tmpl}
+	for _, u := range []string{"alice", "bob"} {
+		objs = append(objs, &v1alpha1.Userland{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: u},
+			Spec:       v1alpha1.UserlandSpec{User: u, TemplateRef: v1alpha1.TemplateReference{Name: "web"}},
+		})
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, u := range []string{"alice", "bob"} {
+		waitPhase(t, ns, u, v1alpha1.PhaseReady)
+	}
+
+	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() { _ = c.Start(cctx) }()
+	for _, o := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &corev1.Namespace{}} {
+		if _, err := c.GetInformer(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.WaitForCacheSync(ctx)
+
+	users, err := auth.NewStaticUsers([]auth.StaticUser{
+		{Name: "alice", PasswordHash: hashPW(t, "alice-pw")},
+		{Name: "bob", PasswordHash: hashPW(t, "bob-pw")},
+		{Name: "root", Groups: []string{"admins"}, PasswordHash: hashPW(t, "root-pw")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := session.Key{Hash: []byte(strings.Repeat("h", 32)), Block: []byte(strings.Repeat("b", 32))}
+	store, err := session.NewStore([]session.Key{key}, time.Hour, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := upstream(t)
+	srv := &gateway.Server{
+		Reader: c, Sessions: store, Static: users,
+		Policy:      authz.Policy{AdminGroups: []string{"admins"}},
+		Activity:    &activity.Recorder{Client: env.Client},
+		Proxy:       proxy.New(nil),
+		Resolver:    &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
+		WakeTimeout: time.Minute,
+	}
+	if mutate != nil {
+		mutate(srv)
+	}
+	gw := httptest.NewServer(srv)
+	t.Cleanup(gw.Close)
+	return fixture{ns: ns, gateway: gw}
+}
+
+func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		var ul v1alpha1.Userland
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul); err != nil {
+			return false, nil
+		}
+		return ul.Status.Phase == phase, nil
+	})
+	if err != nil {
+		t.Fatalf("%s/%s never reached %s", ns, name, phase)
+	}
+}
+
+// browser is a client that keeps cookies and does not follow redirects.
+func browser(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func signIn(t *testing.T, c *http.Client, gw, user, pw string) {
+	t.Helper()
+	resp, err := c.PostForm(gw+"/login", url.Values{"username": {user}, "password": {pw}, "rd": {"/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in as %s: %s", user, resp.Status)
+	}
+}
+
+func get(t *testing.T, c *http.Client, u string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func TestSignInThenReachOwnEnvironment(t *testing.T) {
+	f := setup(t, nil)
+	c := browser(t)
+	envURL := f.gateway.URL + "/u/" + f.ns + "/alice/notebooks/x?y=1"
+
+	resp, _ := get(t, c, envURL, map[string]string{"Accept": "text/html"})
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "/login?rd=") {
+		t.Fatalf("unauthenticated navigation: %s to %q, want a redirect to /login", resp.Status, loc)
+	}
+	resp, err := c.PostForm(f.gateway.URL+"/login", url.Values{"username": {"alice"}, "password": {"wrong"}, "rd": {"/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong password: %s", resp.Status)
+	}
+	rd, _ := url.Parse(loc)
+	resp, err = c.PostForm(f.gateway.URL+"/login", url.Values{"username": {"alice"}, "password": {"alice-pw"}, "rd": {rd.Query().Get("rd")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if got := resp.Header.Get("Location"); got != "/u/"+f.ns+"/alice/notebooks/x?y=1" {
+		t.Errorf("after sign-in redirected to %q", got)
+	}
+
+	resp, body := get(t, c, envURL, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("own environment: %s %s", resp.Status, body)
+	}
+	var got map[string]string
+	_ = json.Unmarshal([]byte(body), &got)
+	if got["user"] != "alice" || got["path"] != "/notebooks/x" || strings.Contains(got["cookie"], session.CookieName) {
+		t.Errorf("upstream saw %v", got)
+	}
+}
+
+func TestNobodyReachesAnotherUsersEnvironment(t *testing.T) {
+	f := setup(t, nil)
+	bob := browser(t)
+	signIn(t, bob, f.gateway.URL, "bob", "bob-pw")
+	alice := "/u/" + f.ns + "/alice/"
+
+	cases := map[string]struct {
+		path   string
+		header map[string]string
+		want   int
+	}{
+		"directly":                   {alice, nil, http.StatusNotFound},
+		"spoofed identity header":    {alice, map[string]string{"X-Forwarded-User": "alice"}, http.StatusNotFound},
+		"dot-dot from own":           {"/u/" + f.ns + "/bob/../alice/", nil, http.StatusBadRequest},
+		"encoded dot-dot":            {"/u/" + f.ns + "/bob/%2e%2e/alice/", nil, http.StatusBadRequest},
+		"encoded slash":              {"/u/" + f.ns + "/bob%2Falice/", nil, http.StatusBadRequest},
+		"double-encoded slash":       {"/u/" + f.ns + "/bob%252F..%252Falice/", nil, http.StatusBadRequest},
+		"case change":                {"/u/" + f.ns + "/Alice/", nil, http.StatusBadRequest},
+		"trailing dot":               {"/u/" + f.ns + "/alice./", nil, http.StatusBadRequest},
+		"nonexistent looks the same": {"/u/" + f.ns + "/nobody/", nil, http.StatusNotFound},
+		"host header for subdomain":  {"/u/" + f.ns + "/bob/", map[string]string{"Host": "alice--" + f.ns + ".example.edu"}, http.StatusOK},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, f.gateway.URL+tc.path, nil)
+			for k, v := range tc.header {
+				if k == "Host" {
+					// The cookie jar picks cookies by the Host; send bob's
+					// session explicitly.
+					req.Host = v
+					u, _ := url.Parse(f.gateway.URL)
+					req.Header.Set("Cookie", cookieHeader(bob, u))
+				} else {
+					req.Header.Set(k, v)
+				}
+			}
+			resp, err := bob.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s: %s %s, want %d", tc.path, resp.Status, body, tc.want)
+			}
+			if strings.Contains(string(body), `"user":"alice"`) || (resp.StatusCode == http.StatusOK && !strings.Contains(string(body), `"user":"bob"`)) {
+				t.Fatalf("reached the wrong environment: %s", body)
+			}
+		})
+	}
+
+	t.Run("another user's WebSocket", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		u, _ := url.Parse(f.gateway.URL)
+		header := http.Header{"Cookie": {cookieHeader(bob, u)}}
+		_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.gateway.URL, "http")+alice+"ws", &websocket.DialOptions{HTTPHeader: header})
+		if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("WebSocket to alice's environment as bob: %v %v", resp, err)
+		}
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(f.gateway.URL, "http")+"/u/"+f.ns+"/bob/ws", &websocket.DialOptions{HTTPHeader: header})
+		if err != nil {
+			t.Fatalf("own WebSocket: %v", err)
+		}
+		defer func() { _ = c.CloseNow() }()
+		_, msg, err := c.Read(ctx)
+		if err != nil || string(msg) != "hello bob" {
+			t.Fatalf("own WebSocket said %q (%v)", msg, err)
+		}
+	})
+
+	t.Run("forged cookie", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, f.gateway.URL+alice, nil)
+		req.Header.Set("Cookie", session.CookieName+"=forged")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("forged cookie: %s, want 401", resp.Status)
+		}
+	})
+
+	t.Run("admins reach everyone", func(t *testing.T) {
+		root := browser(t)
+		signIn(t, root, f.gateway.URL, "root", "root-pw")
+		resp, body := get(t, root, f.gateway.URL+alice, nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"user":"root"`) {
+			t.Fatalf("admin: %s %s", resp.Status, body)
+		}
+	})
+
+	t.Run("login cannot redirect off-site", func(t *testing.T) {
+		c := browser(t)
+		resp, err := c.PostForm(f.gateway.URL+"/login", url.Values{"username": {"bob"}, "password": {"bob-pw"}, "rd": {"//evil.example/"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if loc := resp.Header.Get("Location"); loc != "/" {
+			t.Fatalf("redirected to %q", loc)
+		}
+	})
+}
+
+func cookieHeader(c *http.Client, u *url.URL) string {
+	var parts []string
+	for _, ck := range c.Jar.Cookies(u) {
+		parts = append(parts, ck.Name+"="+ck.Value)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
+	// The controller runs on a fake clock; the gateway records activity on
+	// the same one, a second later than it reads.
+	f := setup(t, func(s *gateway.Server) {
+		s.Activity.Now = func() time.Time { return clock.Now().Add(time.Second) }
+	})
+	alice := browser(t)
+	signIn(t, alice, f.gateway.URL, "alice", "alice-pw")
+
+	// Idle: the controller's clock moves past the timeout.
+	clock.SetTime(clock.Now().Add(6 * time.Minute))
+	var ul v1alpha1.Userland
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.Annotations = map[string]string{"test/poke": "1"}
+	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+
+	// A browser gets the progress page; an XHR is held until Ready.
+	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "Starting your environment") {
+		t.Fatalf("navigation to a stopped environment: %s %s", resp.Status, body)
+	}
+	start := time.Now()
+	resp, body = get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/api", map[string]string{"Accept": "application/json"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"user":"alice"`) {
+		t.Fatalf("held request: %s %s", resp.Status, body)
+	}
+	t.Logf("request held %s while the environment woke", time.Since(start).Round(time.Millisecond))
+}
+
+func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cidr string
+		want int
+	}{
+		"trusted proxy":    {"127.0.0.0/8", http.StatusOK},
+		"untrusted source": {"10.0.0.0/8", http.StatusUnauthorized},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := setup(t, func(s *gateway.Server) {
+				s.Header = &auth.TrustedHeader{UserHeader: "X-Auth-User", EmailHeader: "X-Auth-Email", GroupsHeader: "X-Auth-Groups",
+					Trusted: []netip.Prefix{netip.MustParsePrefix(tc.cidr)}}
+				s.Proxy = proxy.New([]string{"X-Auth-User", "X-Auth-Email", "X-Auth-Groups"})
+			})
+			resp, body := get(t, http.DefaultClient, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"X-Auth-User": "alice"})
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%s %s, want %d", resp.Status, body, tc.want)
+			}
+			if tc.want == http.StatusOK && !strings.Contains(body, `"user":"alice"`) {
+				t.Fatalf("upstream saw %s", body)
+			}
+		})
+	}
+}

@@ -1,0 +1,357 @@
+// Package gateway is what users talk to: it signs them in, routes each to
+// their own environment only, wakes stopped environments and records
+// activity. Reads come from informer caches; the request path makes no API
+// calls except the one that wakes an environment.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/activity"
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/proxy"
+	"github.com/userland-dev/userland/internal/gateway/route"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// Server is the gateway's HTTP handler.
+type Server struct {
+	// Reader reads Userlands, templates and namespaces (the cache).
+	Reader client.Reader
+	// Sessions encodes session cookies.
+	Sessions *session.Store
+	// Static signs users in with a password, when set.
+	Static *auth.StaticUsers
+	// Header takes identities from a trusted proxy, when set; it then
+	// replaces sessions entirely.
+	Header *auth.TrustedHeader
+	// Policy decides access.
+	Policy authz.Policy
+	// Activity records use and wakes environments.
+	Activity *activity.Recorder
+	// Proxy forwards requests.
+	Proxy *proxy.Proxy
+	// Resolver finds environments' Services.
+	Resolver proxy.Resolver
+	// BaseDomain enables subdomain routing (<name>--<namespace>.<domain>).
+	BaseDomain string
+	// WakeTimeout bounds how long a non-navigation request is held while
+	// its environment starts (60s by default).
+	WakeTimeout time.Duration
+	// Ready reports whether the caches have synced, for /readyz.
+	Ready func() bool
+}
+
+// ServeHTTP routes a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if t, err := route.FromHost(r.Host, s.BaseDomain); err == nil || errors.Is(err, route.ErrInvalid) {
+		if err != nil {
+			http.Error(w, "invalid environment address", http.StatusBadRequest)
+			return
+		}
+		s.serveEnvironment(w, r, t, false)
+		return
+	}
+	switch p := r.URL.Path; {
+	case p == "/healthz":
+		_, _ = w.Write([]byte("ok"))
+	case p == "/readyz":
+		if s.Ready != nil && !s.Ready() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	case p == "/login":
+		s.login(w, r)
+	case p == "/logout":
+		s.Sessions.Clear(w)
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	case p == "/":
+		s.home(w, r)
+	case strings.HasPrefix(r.URL.EscapedPath(), route.PathPrefix):
+		t, err := route.FromPath(r.URL.EscapedPath())
+		switch {
+		case errors.Is(err, route.ErrNeedsSlash):
+			http.Redirect(w, r, t.Prefix+"/", http.StatusFound)
+		case err != nil:
+			http.Error(w, "invalid environment address", http.StatusBadRequest)
+		default:
+			s.serveEnvironment(w, r, t, true)
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// identity returns who is asking, or writes the response that makes them
+// sign in.
+func (s *Server) identity(w http.ResponseWriter, r *http.Request) (session.Identity, bool) {
+	if s.Header != nil {
+		id, err := s.Header.Identity(r)
+		if err != nil {
+			http.Error(w, "not authenticated", http.StatusUnauthorized)
+			return session.Identity{}, false
+		}
+		return id, true
+	}
+	id, err := s.Sessions.Load(r)
+	if err == nil {
+		return id, true
+	}
+	if isNavigation(r) {
+		http.Redirect(w, r, "/login?rd="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
+	} else {
+		http.Error(w, "not signed in", http.StatusUnauthorized)
+	}
+	return session.Identity{}, false
+}
+
+// isNavigation tells a browser loading a page from XHR, fetch and
+// WebSocket requests, which get status codes rather than pages.
+func isNavigation(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.Header.Get("Upgrade") != "" {
+		return false
+	}
+	if mode := r.Header.Get("Sec-Fetch-Mode"); mode != "" {
+		return mode == "navigate"
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// serveEnvironment authorises, wakes if needed, and proxies.
+func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t route.Target, pathRouted bool) {
+	id, ok := s.identity(w, r)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+	ul, spec, ok := s.lookup(r.Context(), id, key)
+	if !ok {
+		// Not found and not allowed look the same: existence is not revealed.
+		http.NotFound(w, r)
+		return
+	}
+	if pathRouted != (spec.HTTP.Routing != v1alpha1.RoutingSubdomain) {
+		http.NotFound(w, r)
+		return
+	}
+	if ul.Status.Phase != v1alpha1.PhaseReady {
+		if ul, ok = s.waitReady(w, r, ul); !ok {
+			return
+		}
+	}
+	upstream, err := s.Resolver.Resolve(ul.Namespace, ul.Name, spec.HTTP.Port)
+	if err != nil {
+		http.Error(w, "environment address unknown", http.StatusBadGateway)
+		return
+	}
+	req := proxy.Request{Upstream: upstream, Identity: id, Activity: func() { s.Activity.Touch(key) }}
+	switch {
+	case !pathRouted:
+		req.Path = r.URL.EscapedPath()
+	case spec.HTTP.StripPrefix == nil || *spec.HTTP.StripPrefix:
+		req.Path, req.Prefix = t.Rest, t.Prefix
+	default:
+		req.Path = r.URL.EscapedPath()
+	}
+	s.Proxy.ServeHTTP(w, r, req)
+}
+
+// lookup returns the Userland and its template spec when id may reach it.
+func (s *Server) lookup(ctx context.Context, id session.Identity, key types.NamespacedName) (*v1alpha1.Userland, *v1alpha1.TemplateSpec, bool) {
+	var ul v1alpha1.Userland
+	if err := s.Reader.Get(ctx, key, &ul); err != nil {
+		return nil, nil, false
+	}
+	var ns corev1.Namespace
+	if err := s.Reader.Get(ctx, types.NamespacedName{Name: key.Namespace}, &ns); err != nil {
+		return nil, nil, false
+	}
+	if s.Policy.Allowed(id, &ul, ns.Annotations) == "" {
+		return nil, nil, false
+	}
+	spec, err := s.templateSpec(ctx, &ul)
+	if err != nil {
+		return nil, nil, false
+	}
+	return &ul, spec, true
+}
+
+func (s *Server) templateSpec(ctx context.Context, ul *v1alpha1.Userland) (*v1alpha1.TemplateSpec, error) {
+	ref := ul.Spec.TemplateRef
+	if ref.Kind == v1alpha1.TemplateKindClusterTemplate {
+		var ct v1alpha1.ClusterTemplate
+		if err := s.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
+			return nil, err
+		}
+		return &ct.Spec.TemplateSpec, nil
+	}
+	var t v1alpha1.Template
+	if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: ref.Name}, &t); err != nil {
+		return nil, err
+	}
+	return &t.Spec, nil
+}
+
+// waitReady wakes an idle environment and waits for it: a browser gets a
+// progress page that reloads itself; other requests are held up to
+// WakeTimeout, then get 503 with Retry-After.
+func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, ul *v1alpha1.Userland) (*v1alpha1.Userland, bool) {
+	key := types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}
+	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedSuspended {
+		s.progress(w, ul, http.StatusServiceUnavailable, "This environment is suspended by its administrators, so it cannot be started from here.")
+		return nil, false
+	}
+	if ul.Status.Phase == v1alpha1.PhaseStopped {
+		if err := s.Activity.Wake(r.Context(), key); err != nil {
+			http.Error(w, "could not start the environment; try again", http.StatusServiceUnavailable)
+			return nil, false
+		}
+	}
+	if isNavigation(r) {
+		s.progress(w, ul, http.StatusAccepted, "")
+		return nil, false
+	}
+	timeout := s.WakeTimeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	// Polls the in-memory cache, not the API server.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var cur v1alpha1.Userland
+		if err := s.Reader.Get(ctx, key, &cur); err == nil && cur.Status.Phase == v1alpha1.PhaseReady {
+			return &cur, true
+		}
+		select {
+		case <-ctx.Done():
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "the environment is starting; retry shortly", http.StatusServiceUnavailable)
+			return nil, false
+		case <-tick.C:
+		}
+	}
+}
+
+var progressPage = template.Must(template.New("progress").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+{{if not .Final}}<meta http-equiv="refresh" content="2">{{end}}
+<title>Starting {{.Name}}</title></head>
+<body>
+<h1>{{if .Final}}{{.Name}}{{else}}Starting your environment…{{end}}</h1>
+<p>{{.Name}} in {{.Namespace}}: <strong>{{.Phase}}</strong></p>
+{{with .Message}}<p>{{.}}</p>{{end}}
+{{if not .Final}}<p>This page continues to the environment when it is ready.</p>{{end}}
+</body></html>
+`))
+
+func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int, final string) {
+	phase := string(ul.Status.Phase)
+	if phase == "" || phase == string(v1alpha1.PhaseStopped) && final == "" {
+		phase = "Starting"
+	}
+	message := final
+	if message == "" {
+		if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil && ul.Status.Phase == v1alpha1.PhaseFailed {
+			message = c.Message
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = progressPage.Execute(w, map[string]any{
+		"Name": ul.Name, "Namespace": ul.Namespace, "Phase": phase, "Message": message, "Final": final != "",
+	})
+}
+
+var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in — Userland</title></head>
+<body><h1>Sign in</h1>
+{{with .Error}}<p role="alert">{{.}}</p>{{end}}
+<form method="post" action="/login">
+<input type="hidden" name="rd" value="{{.Return}}">
+<label>User <input name="username" autocomplete="username" required></label>
+<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+<button type="submit">Sign in</button>
+</form></body></html>
+`))
+
+// login shows and handles the static-users form.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if s.Static == nil {
+		http.NotFound(w, r)
+		return
+	}
+	rd := auth.SafeReturnPath(r.FormValue("rd"))
+	render := func(code int, msg string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(code)
+		_ = loginPage.Execute(w, map[string]string{"Return": rd, "Error": msg})
+	}
+	switch r.Method {
+	case http.MethodGet:
+		render(http.StatusOK, "")
+	case http.MethodPost:
+		// Login CSRF: a form posted from another site is refused.
+		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
+			http.Error(w, "cross-site sign-in refused", http.StatusForbidden)
+			return
+		}
+		id, err := s.Static.Authenticate(r.PostFormValue("username"), r.PostFormValue("password"))
+		if err != nil {
+			render(http.StatusUnauthorized, "Wrong user name or password.")
+			return
+		}
+		if err := s.Sessions.Save(w, id); err != nil {
+			http.Error(w, "could not sign in", http.StatusInternalServerError)
+			return
+		}
+		http.Redirect(w, r, rd, http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func sameOrigin(origin string, r *http.Request) bool {
+	o := strings.TrimPrefix(strings.TrimPrefix(origin, "https://"), "http://")
+	return o == r.Host
+}
+
+// home lists the signed-in user's environments (the full dashboard is a
+// separate piece of work).
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.identity(w, r)
+	if !ok {
+		return
+	}
+	var list v1alpha1.UserlandList
+	if err := s.Reader.List(r.Context(), &list); err != nil {
+		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = fmt.Fprintf(w, "Signed in as %s\n", id.User)
+	for _, ul := range list.Items {
+		if s.Policy.Allowed(id, &ul, nil) != "" {
+			_, _ = fmt.Fprintf(w, "%s/%s\t%s\t%s\n", ul.Namespace, ul.Name, ul.Status.Phase, ul.Status.URL)
+		}
+	}
+}
