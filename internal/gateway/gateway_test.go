@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,19 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 		waitPhase(t, ns, u, v1alpha1.PhaseReady)
 	}
 
-	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
+	// The gateway's side runs under the shipped userland-gateway role only.
+	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	gwConfig, err := env.ConfigBoundTo(ctx, "gateway-under-test", "userland-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwClient, err := client.New(gwConfig, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(gwConfig, cache.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +172,7 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	srv := &gateway.Server{
 		Reader: c, Sessions: store, Static: users,
 		Policy:      authz.Policy{AdminGroups: []string{"admins"}},
-		Activity:    &activity.Recorder{Client: env.Client},
+		Activity:    &activity.Recorder{Client: gwClient},
 		Proxy:       proxy.New(nil),
 		Resolver:    &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
 		WakeTimeout: time.Minute,

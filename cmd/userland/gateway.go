@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/userland-dev/userland/internal/gateway"
+)
+
+func newGatewayCommand() *cobra.Command {
+	opts := gateway.Options{}
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Run the gateway: sign-in, routing, proxying, wake-on-request",
+		Long: `Run the gateway users talk to. It signs users in, routes each only to
+their own environment (HTTP and WebSocket), wakes stopped environments and
+records activity. Every flag can also be set with an environment variable:
+--session-keys-file is USERLAND_SESSION_KEYS_FILE, and so on.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return flagsFromEnv(cmd.Flags())
+		},
+		RunE: func(_ *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New())
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			mgr, err := gateway.NewManager(cfg, opts)
+			if err != nil {
+				return err
+			}
+			return mgr.Start(ctrl.SetupSignalHandler())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Listen, "listen", ":8000", "address users connect to")
+	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":9090", "address of the Prometheus metrics endpoint (a separate port); 0 disables it")
+	f.StringVar(&opts.AuthMode, "auth-mode", "static", "how users sign in: static (users file) or header (trusted proxy such as oauth2-proxy)")
+	f.StringVar(&opts.StaticUsersFile, "static-users-file", "", "YAML file of static users with bcrypt password hashes (static mode)")
+	f.StringVar(&opts.TrustedUserHeader, "trusted-user-header", "X-Forwarded-User", "header carrying the user (header mode)")
+	f.StringVar(&opts.TrustedEmailHeader, "trusted-email-header", "X-Forwarded-Email", "header carrying the e-mail address (header mode)")
+	f.StringVar(&opts.TrustedGroupsHeader, "trusted-groups-header", "X-Forwarded-Groups", "header carrying comma-separated groups (header mode)")
+	f.StringSliceVar(&opts.TrustedProxies, "trusted-proxies", nil, "CIDRs whose identity headers are believed (header mode); everyone else gets 401")
+	f.StringVar(&opts.SessionKeysFile, "session-keys-file", "", "session keys, newest first, one per line: base64 of 64 random bytes (openssl rand -base64 64)")
+	f.DurationVar(&opts.SessionTTL, "session-ttl", 12*time.Hour, "how long a sign-in lasts")
+	f.BoolVar(&opts.InsecureCookies, "insecure-cookies", false, "send session cookies over plain HTTP (local use only)")
+	f.StringSliceVar(&opts.AdminGroups, "admin-groups", nil, "groups whose members may reach every environment")
+	f.StringVar(&opts.BaseDomain, "base-domain", "", "domain for subdomain routing: <name>--<namespace>.<base-domain>")
+	f.StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain used to reach environments' Services")
+	f.DurationVar(&opts.WakeTimeout, "wake-timeout", time.Minute, "how long XHR and WebSocket requests are held while an environment starts, before 503")
+	f.DurationVar(&opts.ActivityInterval, "activity-interval", time.Minute, "the most often one environment's activity is written to the API server")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
+	return cmd
+}
+
+// flagsFromEnv sets each flag not given on the command line from
+// USERLAND_<FLAG_NAME>, e.g. --session-keys-file from
+// USERLAND_SESSION_KEYS_FILE.
+func flagsFromEnv(flags *pflag.FlagSet) error {
+	var errs []string
+	flags.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		name := "USERLAND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if err := flags.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid environment: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package activity
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// The write-rate logic is pure bookkeeping; a fake client stands in for the
+// API server here (the gateway tests exercise the real one).
+func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul).Build()
+	now := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
+	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
+	ctx := context.Background()
+
+	stored := func() time.Time {
+		var got v1alpha1.Userland
+		if err := c.Get(ctx, key, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.LastActivityTime == nil {
+			return time.Time{}
+		}
+		return got.Status.LastActivityTime.UTC()
+	}
+
+	r.Flush(ctx)
+	if !stored().IsZero() {
+		t.Fatal("activity written without any")
+	}
+	r.Touch(key)
+	r.Flush(ctx)
+	if got := stored(); !got.Equal(now) {
+		t.Fatalf("first activity stored as %v, want %v", got, now)
+	}
+	first := now
+	now = now.Add(30 * time.Second)
+	r.Touch(key)
+	r.Flush(ctx)
+	if got := stored(); !got.Equal(first) {
+		t.Fatalf("activity written again after 30s (%v); the interval is a minute", got)
+	}
+	now = now.Add(31 * time.Second)
+	r.Touch(key)
+	r.Flush(ctx)
+	if got := stored(); !got.Equal(now) {
+		t.Fatalf("activity after the interval stored as %v, want %v", got, now)
+	}
+}

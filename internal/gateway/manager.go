@@ -1,0 +1,197 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/gateway/activity"
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/proxy"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// Options configure `userland gateway`.
+type Options struct {
+	// Listen is the address users connect to.
+	Listen string
+	// MetricsAddr serves Prometheus metrics ("0" disables).
+	MetricsAddr string
+	// AuthMode is "static" or "header".
+	AuthMode string
+	// StaticUsersFile lists static users (static mode).
+	StaticUsersFile string
+	// TrustedUserHeader, TrustedEmailHeader and TrustedGroupsHeader name
+	// the identity headers (header mode).
+	TrustedUserHeader, TrustedEmailHeader, TrustedGroupsHeader string
+	// TrustedProxies are the CIDRs identity headers are accepted from.
+	TrustedProxies []string
+	// SessionKeysFile holds session keys, newest first, one per line.
+	SessionKeysFile string
+	// SessionTTL bounds a session's life.
+	SessionTTL time.Duration
+	// InsecureCookies drops the Secure flag (plain-HTTP local use only).
+	InsecureCookies bool
+	// AdminGroups may reach every environment.
+	AdminGroups []string
+	// BaseDomain enables subdomain routing.
+	BaseDomain string
+	// ClusterDomain is used to reach Services.
+	ClusterDomain string
+	// WakeTimeout bounds held requests while an environment starts.
+	WakeTimeout time.Duration
+	// ActivityInterval is the most often activity is written per
+	// environment.
+	ActivityInterval time.Duration
+	// Resolver overrides how Services are reached (dev mode, tests).
+	Resolver proxy.Resolver
+}
+
+// ParseSessionKeys reads keys, one per line: base64 of 64 random bytes
+// (`openssl rand -base64 64`), the first half signing, the second
+// encrypting. Blank lines and # comments are ignored.
+func ParseSessionKeys(data string) ([]session.Key, error) {
+	var keys []session.Key
+	for i, line := range strings.Split(data, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(line)
+		if err != nil || len(raw) != 64 {
+			return nil, fmt.Errorf("session key on line %d: want base64 of 64 random bytes (openssl rand -base64 64)", i+1)
+		}
+		keys = append(keys, session.Key{Hash: raw[:32], Block: raw[32:]})
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no session keys found")
+	}
+	return keys, nil
+}
+
+// NewManager builds a manager whose caches feed a gateway Server listening
+// on opts.Listen.
+func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	keyData, err := os.ReadFile(opts.SessionKeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading --session-keys-file: %w", err)
+	}
+	keys, err := ParseSessionKeys(string(keyData))
+	if err != nil {
+		return nil, err
+	}
+	store, err := session.NewStore(keys, opts.SessionTTL, !opts.InsecureCookies, nil)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  controller.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
+		// The gateway reconciles nothing; every replica serves.
+		LeaderElection: false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	srv := &Server{
+		Reader:      mgr.GetCache(),
+		Sessions:    store,
+		Policy:      authz.Policy{AdminGroups: opts.AdminGroups},
+		Activity:    &activity.Recorder{Client: mgr.GetClient(), Interval: opts.ActivityInterval},
+		BaseDomain:  opts.BaseDomain,
+		WakeTimeout: opts.WakeTimeout,
+		Resolver:    opts.Resolver,
+	}
+	if srv.Resolver == nil {
+		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}
+	}
+	switch opts.AuthMode {
+	case "static":
+		if srv.Static, err = auth.LoadStaticUsers(opts.StaticUsersFile); err != nil {
+			return nil, err
+		}
+		srv.Proxy = proxy.New(nil)
+	case "header":
+		th := &auth.TrustedHeader{UserHeader: opts.TrustedUserHeader, EmailHeader: opts.TrustedEmailHeader, GroupsHeader: opts.TrustedGroupsHeader}
+		if len(opts.TrustedProxies) == 0 {
+			return nil, errors.New("--trusted-proxies is required in header mode: identity headers from anyone else are refused")
+		}
+		for _, c := range opts.TrustedProxies {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				return nil, fmt.Errorf("--trusted-proxies %q: %w", c, err)
+			}
+			th.Trusted = append(th.Trusted, p)
+		}
+		srv.Header = th
+		srv.Proxy = proxy.New([]string{opts.TrustedUserHeader, opts.TrustedEmailHeader, opts.TrustedGroupsHeader})
+	default:
+		return nil, fmt.Errorf("--auth-mode %q: must be static or header (OIDC and GitHub are not implemented yet)", opts.AuthMode)
+	}
+	// Informers for what the request path reads.
+	for _, obj := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &corev1.Namespace{}} {
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return nil, fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	synced := make(chan struct{})
+	srv.Ready = func() bool {
+		select {
+		case <-synced:
+			return true
+		default:
+			return false
+		}
+	}
+	if err := mgr.Add(serving(func(ctx context.Context) error {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			close(synced)
+		}
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(serving(srv.Activity.Start)); err != nil {
+		return nil, err
+	}
+	httpServer := &http.Server{Addr: opts.Listen, Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	if err := mgr.Add(serving(func(ctx context.Context) error {
+		errs := make(chan error, 1)
+		go func() { errs <- httpServer.ListenAndServe() }()
+		select {
+		case err := <-errs:
+			return fmt.Errorf("gateway listener: %w", err)
+		case <-ctx.Done():
+		}
+		// Drain: let requests in flight finish (WebSockets are cut).
+		shutdown, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+		defer cancel()
+		return httpServer.Shutdown(shutdown)
+	})); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// serving is a Runnable every gateway replica runs.
+type serving func(context.Context) error
+
+func (f serving) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection is false: every replica serves.
+func (f serving) NeedLeaderElection() bool { return false }
