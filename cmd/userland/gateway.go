@@ -58,6 +58,7 @@ records activity. Every flag can also be set with an environment variable:
 	f.StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain used to reach environments' Services")
 	f.DurationVar(&opts.WakeTimeout, "wake-timeout", time.Minute, "how long XHR and WebSocket requests are held while an environment starts, before 503")
 	f.DurationVar(&opts.ActivityInterval, "activity-interval", time.Minute, "the most often one environment's activity is written to the API server")
+	f.StringVar(&opts.ClusterTemplateNamespace, "cluster-template-namespace", "", "namespace for Userlands auto-provisioned from ClusterTemplates; empty: ClusterTemplates do not auto-provision")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
 	return cmd
 }

@@ -87,6 +87,7 @@ func upstream(t *testing.T) *httptest.Server {
 type fixture struct {
 	ns      string
 	gateway *httptest.Server
+	server  *gateway.Server
 }
 
 func hashPW(t *testing.T, pw string) string {
@@ -159,6 +160,7 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 		{Name: "alice", PasswordHash: hashPW(t, "alice-pw")},
 		{Name: "bob", PasswordHash: hashPW(t, "bob-pw")},
 		{Name: "root", Groups: []string{"admins"}, PasswordHash: hashPW(t, "root-pw")},
+		{Name: "carol", Email: "carol@uni.example.ac.jp", PasswordHash: hashPW(t, "carol-pw")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -176,13 +178,14 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 		Proxy:       proxy.New(nil),
 		Resolver:    &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
 		WakeTimeout: time.Minute,
+		Provisioner: &gateway.Provisioner{Reader: c, Writer: gwClient},
 	}
 	if mutate != nil {
 		mutate(srv)
 	}
 	gw := httptest.NewServer(srv)
 	t.Cleanup(gw.Close)
-	return fixture{ns: ns, gateway: gw}
+	return fixture{ns: ns, gateway: gw, server: srv}
 }
 
 func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) {
@@ -442,5 +445,59 @@ func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {
 				t.Fatalf("upstream saw %s", body)
 			}
 		})
+	}
+}
+
+func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
+	f := setup(t, nil)
+	ctx := context.Background()
+	lab := &v1alpha1.Template{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "lab"},
+		Spec: v1alpha1.TemplateSpec{
+			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "web", Image: "example.org/web:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}}}},
+			HTTP:          v1alpha1.HTTPSpec{Port: 8080},
+			AutoProvision: &v1alpha1.AutoProvisionSpec{EmailDomains: []string{"uni.example.ac.jp"}},
+		},
+	}
+	if err := env.Client.Create(ctx, lab); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway reads templates from its cache.
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return f.server.Reader.Get(ctx, client.ObjectKeyFromObject(lab), &v1alpha1.Template{}) == nil, nil
+	})
+	if err != nil {
+		t.Fatal("template never reached the gateway's cache")
+	}
+
+	signIn(t, browser(t), f.gateway.URL, "carol", "carol-pw")
+	// Concurrent sign-ins, as from several replicas, create nothing more.
+	done := make(chan error, 5)
+	for range 5 {
+		go func() {
+			_, err := f.server.Provisioner.Provision(ctx, session.Identity{User: "carol", Email: "carol@uni.example.ac.jp"})
+			done <- err
+		}()
+	}
+	for range 5 {
+		if err := <-done; err != nil {
+			t.Errorf("concurrent provisioning: %v", err)
+		}
+	}
+	// bob's e-mail is not in the domain: nothing for him.
+	signIn(t, browser(t), f.gateway.URL, "bob", "bob-pw")
+
+	var list v1alpha1.UserlandList
+	if err := env.Client.List(ctx, &list, client.InNamespace(f.ns), client.MatchingLabels{"userland.dev/auto-provisioned": "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d auto-provisioned Userlands, want exactly one", len(list.Items))
+	}
+	ul := list.Items[0]
+	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != gateway.ProvisionName("carol", "Template/lab") {
+		t.Errorf("provisioned %s for %q from %s", ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name)
 	}
 }

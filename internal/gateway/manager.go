@@ -60,6 +60,9 @@ type Options struct {
 	ActivityInterval time.Duration
 	// Resolver overrides how Services are reached (dev mode, tests).
 	Resolver proxy.Resolver
+	// ClusterTemplateNamespace receives Userlands auto-provisioned from
+	// ClusterTemplates; empty disables that.
+	ClusterTemplateNamespace string
 }
 
 // ParseSessionKeys reads keys, one per line: base64 of 64 random bytes
@@ -116,6 +119,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		BaseDomain:  opts.BaseDomain,
 		WakeTimeout: opts.WakeTimeout,
 		Resolver:    opts.Resolver,
+		Provisioner: &Provisioner{Reader: mgr.GetCache(), Writer: mgr.GetClient(), ClusterTemplateNamespace: opts.ClusterTemplateNamespace},
 	}
 	if srv.Resolver == nil {
 		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -54,6 +55,8 @@ type Server struct {
 	WakeTimeout time.Duration
 	// Ready reports whether the caches have synced, for /readyz.
 	Ready func() bool
+	// Provisioner creates Userlands at sign-in, when set.
+	Provisioner *Provisioner
 }
 
 // ServeHTTP routes a request.
@@ -323,6 +326,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "could not sign in", http.StatusInternalServerError)
 			return
 		}
+		s.provision(r.Context(), id)
 		http.Redirect(w, r, rd, http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")
@@ -342,6 +346,11 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Trusted-header mode has no sign-in step: the home page is where a
+	// user first arrives.
+	if s.Header != nil {
+		s.provision(r.Context(), id)
+	}
 	var list v1alpha1.UserlandList
 	if err := s.Reader.List(r.Context(), &list); err != nil {
 		http.Error(w, "could not list environments", http.StatusInternalServerError)
@@ -353,5 +362,16 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 		if s.Policy.Allowed(id, &ul, nil) != "" {
 			_, _ = fmt.Fprintf(w, "%s/%s\t%s\t%s\n", ul.Namespace, ul.Name, ul.Status.Phase, ul.Status.URL)
 		}
+	}
+}
+
+// provision creates the user's Userlands; a failure is logged, not shown:
+// sign-in itself succeeded, and an admin can create the Userland by hand.
+func (s *Server) provision(ctx context.Context, id session.Identity) {
+	if s.Provisioner == nil {
+		return
+	}
+	if _, err := s.Provisioner.Provision(ctx, id); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "auto-provisioning")
 	}
 }
