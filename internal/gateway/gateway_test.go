@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
@@ -88,6 +89,34 @@ type fixture struct {
 	ns      string
 	gateway *httptest.Server
 	server  *gateway.Server
+	metrics *prometheus.Registry
+}
+
+// metric returns the value of a counter or gauge with the given labels.
+func (f fixture) metric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := f.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue next
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }
 
 func hashPW(t *testing.T, pw string) string {
@@ -180,12 +209,14 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 		WakeTimeout: time.Minute,
 		Provisioner: &gateway.Provisioner{Reader: c, Writer: gwClient},
 	}
+	reg := prometheus.NewRegistry()
+	srv.Metrics = gateway.NewMetrics(reg)
 	if mutate != nil {
 		mutate(srv)
 	}
-	gw := httptest.NewServer(srv)
+	gw := httptest.NewServer(srv.Handler(logr.Discard()))
 	t.Cleanup(gw.Close)
-	return fixture{ns: ns, gateway: gw, server: srv}
+	return fixture{ns: ns, gateway: gw, server: srv, metrics: reg}
 }
 
 func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) {
@@ -271,6 +302,12 @@ func TestSignInThenReachOwnEnvironment(t *testing.T) {
 	_ = json.Unmarshal([]byte(body), &got)
 	if got["user"] != "alice" || got["path"] != "/notebooks/x" || strings.Contains(got["cookie"], session.CookieName) {
 		t.Errorf("upstream saw %v", got)
+	}
+	if n := f.metric(t, "userland_gateway_signin_failures_total", map[string]string{"reason": "bad_credentials"}); n != 1 {
+		t.Errorf("sign-in failures counted %v, want 1", n)
+	}
+	if n := f.metric(t, "userland_gateway_requests_total", map[string]string{"code": "200"}); n < 1 {
+		t.Errorf("200 responses counted %v", n)
 	}
 }
 
@@ -421,6 +458,9 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 		t.Fatalf("held request: %s %s", resp.Status, body)
 	}
 	t.Logf("request held %s while the environment woke", time.Since(start).Round(time.Millisecond))
+	if n := f.metric(t, "userland_gateway_wakes_total", nil); n != 1 {
+		t.Errorf("wakes counted %v, want 1", n)
+	}
 }
 
 func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -119,6 +120,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		BaseDomain:  opts.BaseDomain,
 		WakeTimeout: opts.WakeTimeout,
 		Resolver:    opts.Resolver,
+		Metrics:     NewMetrics(crmetrics.Registry),
 		Provisioner: &Provisioner{Reader: mgr.GetCache(), Writer: mgr.GetClient(), ClusterTemplateNamespace: opts.ClusterTemplateNamespace},
 	}
 	if srv.Resolver == nil {
@@ -173,7 +175,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.Add(serving(srv.Activity.Start)); err != nil {
 		return nil, err
 	}
-	httpServer := &http.Server{Addr: opts.Listen, Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	httpServer := &http.Server{Addr: opts.Listen, Handler: srv.Handler(ctrl.Log.WithName("access")), ReadHeaderTimeout: 30 * time.Second}
 	if err := mgr.Add(serving(func(ctx context.Context) error {
 		errs := make(chan error, 1)
 		go func() { errs <- httpServer.ListenAndServe() }()

@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,7 +59,36 @@ type Server struct {
 	Ready func() bool
 	// Provisioner creates Userlands at sign-in, when set.
 	Provisioner *Provisioner
+	// Metrics records requests, wakes and sign-in failures; nil disables.
+	Metrics *Metrics
+
+	wakingMu sync.Mutex
+	// waking remembers environments this replica woke recently, so the
+	// burst of requests a starting app gets writes one wake, not one each.
+	waking map[types.NamespacedName]time.Time
 }
+
+// shouldWake reports whether key needs a wake write now, and notes it.
+func (s *Server) shouldWake(key types.NamespacedName, window time.Duration) bool {
+	s.wakingMu.Lock()
+	defer s.wakingMu.Unlock()
+	if at, ok := s.waking[key]; ok && time.Since(at) < window {
+		return false
+	}
+	if s.waking == nil {
+		s.waking = map[types.NamespacedName]time.Time{}
+	}
+	for k, at := range s.waking {
+		if time.Since(at) >= window {
+			delete(s.waking, k)
+		}
+	}
+	s.waking[key] = time.Now()
+	return true
+}
+
+// Handler is the server with metrics and the access log around it.
+func (s *Server) Handler(log logr.Logger) http.Handler { return observe(s, s.Metrics, log) }
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -106,6 +137,7 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) (session.Ident
 	if s.Header != nil {
 		id, err := s.Header.Identity(r)
 		if err != nil {
+			s.Metrics.signinFailed("untrusted_header")
 			http.Error(w, "not authenticated", http.StatusUnauthorized)
 			return session.Identity{}, false
 		}
@@ -171,7 +203,14 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t rout
 	default:
 		req.Path = r.URL.EscapedPath()
 	}
+	upgrade := r.Header.Get("Upgrade") != ""
+	if upgrade {
+		s.Metrics.websocket(1)
+		defer s.Metrics.websocket(-1)
+	}
+	start := time.Now()
 	s.Proxy.ServeHTTP(w, r, req)
+	s.Metrics.proxied(time.Since(start), upgrade)
 }
 
 // lookup returns the Userland and its template spec when id may reach it.
@@ -219,22 +258,26 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, ul *v1alpha1.
 		s.progress(w, ul, http.StatusServiceUnavailable, "This environment is suspended by its administrators, so it cannot be started from here.")
 		return nil, false
 	}
-	if ul.Status.Phase == v1alpha1.PhaseStopped {
+	timeout := s.WakeTimeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	if ul.Status.Phase == v1alpha1.PhaseStopped && s.shouldWake(key, timeout) {
 		if err := s.Activity.Wake(r.Context(), key); err != nil {
+			s.forgetWake(key)
 			http.Error(w, "could not start the environment; try again", http.StatusServiceUnavailable)
 			return nil, false
 		}
+		s.Metrics.woke()
 	}
 	if isNavigation(r) {
 		s.progress(w, ul, http.StatusAccepted, "")
 		return nil, false
 	}
-	timeout := s.WakeTimeout
-	if timeout == 0 {
-		timeout = time.Minute
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	start := time.Now()
+	defer func() { s.Metrics.waited(time.Since(start)) }()
 	// Polls the in-memory cache, not the API server.
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -314,11 +357,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		// Login CSRF: a form posted from another site is refused.
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
+			s.Metrics.signinFailed("cross_site")
 			http.Error(w, "cross-site sign-in refused", http.StatusForbidden)
 			return
 		}
 		id, err := s.Static.Authenticate(r.PostFormValue("username"), r.PostFormValue("password"))
 		if err != nil {
+			s.Metrics.signinFailed("bad_credentials")
 			render(http.StatusUnauthorized, "Wrong user name or password.")
 			return
 		}
@@ -374,4 +419,10 @@ func (s *Server) provision(ctx context.Context, id session.Identity) {
 	if _, err := s.Provisioner.Provision(ctx, id); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "auto-provisioning")
 	}
+}
+
+func (s *Server) forgetWake(key types.NamespacedName) {
+	s.wakingMu.Lock()
+	defer s.wakingMu.Unlock()
+	delete(s.waking, key)
 }
