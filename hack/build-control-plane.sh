@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build-control-plane.sh builds the local Kubernetes control plane (kube-apiserver,
-# kube-controller-manager, kube-scheduler, etcd, kwok) from source through the Go
+# kube-controller-manager, kube-scheduler, etcd, kwok) and Dex from source through the Go
 # module proxy and caches it per version. Only missing binaries are rebuilt.
 # Prints the cache directory on the last line of stdout.
 set -euo pipefail
@@ -45,6 +45,9 @@ build kwok kwok . "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v
 build kube-apiserver kube ./kube-apiserver "$kube_ldflags"
 build kube-controller-manager kube ./kube-controller-manager "$kube_ldflags"
 build kube-scheduler kube ./kube-scheduler "$kube_ldflags"
+# Dex is the OpenID provider the gateway's sign-in tests run against.
+# Dex needs cgo (its SQLite storage is compiled in unconditionally).
+CGO_ENABLED=1 build dex dex github.com/dexidp/dex/cmd/dex "-s -w"
 # kwok simulates a volume provisioner with stages it ships as plain YAML (no
 # Go package embeds them), so they are taken from the pinned module's source.
 if [[ ! -s "$dir/kwok-volume-stages.yaml" ]]; then

@@ -61,6 +61,11 @@ type Options struct {
 	ActivityInterval time.Duration
 	// Resolver overrides how Services are reached (dev mode, tests).
 	Resolver proxy.Resolver
+	// OIDC configures --auth-mode=oidc; ClientSecret comes from
+	// OIDCClientSecretFile.
+	OIDC auth.OIDCConfig
+	// OIDCClientSecretFile holds the OIDC client secret.
+	OIDCClientSecretFile string
 	// ClusterTemplateNamespace receives Userlands auto-provisioned from
 	// ClusterTemplates; empty disables that.
 	ClusterTemplateNamespace string
@@ -146,8 +151,19 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 		srv.Header = th
 		srv.Proxy = proxy.New([]string{opts.TrustedUserHeader, opts.TrustedEmailHeader, opts.TrustedGroupsHeader})
+	case "oidc":
+		secret, err := os.ReadFile(opts.OIDCClientSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --oidc-client-secret-file: %w", err)
+		}
+		cfg := opts.OIDC
+		cfg.ClientSecret = strings.TrimSpace(string(secret))
+		if srv.OIDC, err = auth.NewOIDC(context.Background(), cfg); err != nil {
+			return nil, err
+		}
+		srv.Proxy = proxy.New(nil)
 	default:
-		return nil, fmt.Errorf("--auth-mode %q: must be static or header (OIDC and GitHub are not implemented yet)", opts.AuthMode)
+		return nil, fmt.Errorf("--auth-mode %q: must be static, header or oidc (GitHub is not implemented yet)", opts.AuthMode)
 	}
 	// Informers for what the request path reads.
 	for _, obj := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &corev1.Namespace{}} {

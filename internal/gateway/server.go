@@ -42,6 +42,8 @@ type Server struct {
 	// Header takes identities from a trusted proxy, when set; it then
 	// replaces sessions entirely.
 	Header *auth.TrustedHeader
+	// OIDC signs users in with an OpenID provider, when set.
+	OIDC *auth.OIDC
 	// Policy decides access.
 	Policy authz.Policy
 	// Activity records use and wakes environments.
@@ -109,6 +111,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte("ok"))
+	case p == "/login" && s.OIDC != nil:
+		s.startOIDC(w, r)
+	case p == "/oauth2/callback" && s.OIDC != nil:
+		s.finishOIDC(w, r)
 	case p == "/login":
 		s.login(w, r)
 	case p == "/logout":
@@ -425,4 +431,51 @@ func (s *Server) forgetWake(key types.NamespacedName) {
 	s.wakingMu.Lock()
 	defer s.wakingMu.Unlock()
 	delete(s.waking, key)
+}
+
+// startOIDC sends the browser to the identity provider.
+func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request) {
+	flow, target := s.OIDC.Start(auth.SafeReturnPath(r.FormValue("rd")))
+	if err := s.Sessions.SaveFlow(w, flow); err != nil {
+		http.Error(w, "could not start sign-in", http.StatusInternalServerError)
+		return
+	}
+	http.Redirect(w, r, target, http.StatusFound)
+}
+
+// finishOIDC completes the code flow the provider redirected back with.
+func (s *Server) finishOIDC(w http.ResponseWriter, r *http.Request) {
+	flow, err := s.Sessions.TakeFlow(w, r)
+	if err != nil {
+		s.Metrics.signinFailed("expired")
+		http.Error(w, "the sign-in expired or was started elsewhere; please sign in again", http.StatusBadRequest)
+		return
+	}
+	if e := r.FormValue("error"); e != "" {
+		s.Metrics.signinFailed("provider_error")
+		http.Error(w, "the identity provider refused the sign-in: "+e, http.StatusUnauthorized)
+		return
+	}
+	id, err := s.OIDC.Finish(r.Context(), flow, r.FormValue("state"), r.FormValue("code"))
+	switch {
+	case errors.Is(err, auth.ErrStateMismatch):
+		s.Metrics.signinFailed("state_mismatch")
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case errors.Is(err, auth.ErrNotAllowed):
+		s.Metrics.signinFailed("not_allowed")
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	case err != nil:
+		s.Metrics.signinFailed("exchange")
+		ctrl.LoggerFrom(r.Context()).Error(err, "completing OIDC sign-in")
+		http.Error(w, "sign-in failed; please try again", http.StatusBadGateway)
+		return
+	}
+	if err := s.Sessions.Save(w, id); err != nil {
+		http.Error(w, "could not sign in", http.StatusInternalServerError)
+		return
+	}
+	s.provision(r.Context(), id)
+	http.Redirect(w, r, flow.Return, http.StatusSeeOther)
 }

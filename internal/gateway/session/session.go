@@ -118,3 +118,50 @@ func (s *Store) Load(r *http.Request) (Identity, error) {
 	}
 	return p.Identity, nil
 }
+
+// FlowCookieName carries an OAuth sign-in in progress between the redirect
+// to the identity provider and the callback.
+const FlowCookieName = "userland_oauth"
+
+// flowTTL bounds how long a user may take at the identity provider.
+const flowTTL = 10 * time.Minute
+
+// Flow is the state of one OAuth sign-in: what the callback must match
+// (state, nonce), the PKCE verifier, and where to return.
+type Flow struct {
+	State    string `json:"s"`
+	Nonce    string `json:"n"`
+	Verifier string `json:"v"`
+	Return   string `json:"r"`
+	Expires  int64  `json:"x"`
+}
+
+// SaveFlow stores a sign-in in progress in its own short-lived cookie.
+func (s *Store) SaveFlow(w http.ResponseWriter, f Flow) error {
+	f.Expires = s.now().Add(flowTTL).Unix()
+	value, err := securecookie.EncodeMulti(FlowCookieName, f, s.codecs...)
+	if err != nil {
+		return fmt.Errorf("encoding sign-in state: %w", err)
+	}
+	c := s.cookie(value, int(flowTTL.Seconds()))
+	c.Name = FlowCookieName
+	http.SetCookie(w, c)
+	return nil
+}
+
+// TakeFlow returns the sign-in in progress and clears its cookie; it can be
+// used once.
+func (s *Store) TakeFlow(w http.ResponseWriter, r *http.Request) (Flow, error) {
+	c := s.cookie("", -1)
+	c.Name = FlowCookieName
+	http.SetCookie(w, c)
+	cookie, err := r.Cookie(FlowCookieName)
+	if err != nil {
+		return Flow{}, ErrNoSession
+	}
+	var f Flow
+	if err := securecookie.DecodeMulti(FlowCookieName, cookie.Value, &f, s.codecs...); err != nil || s.now().Unix() >= f.Expires {
+		return Flow{}, ErrNoSession
+	}
+	return f, nil
+}

@@ -1,0 +1,106 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/testenv"
+)
+
+// TestOIDCSignInThroughDex drives the whole authorization-code flow with
+// PKCE through a real OpenID provider's login form.
+func TestOIDCSignInThroughDex(t *testing.T) {
+	f := setup(t, nil)
+	ctx := context.Background()
+	const email = "student@uni.example.ac.jp"
+	ul := &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "student"},
+		Spec:       v1alpha1.UserlandSpec{User: email, TemplateRef: v1alpha1.TemplateReference{Name: "web"}},
+	}
+	if err := env.Client.Create(ctx, ul); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "student", v1alpha1.PhaseReady)
+
+	callback := f.gateway.URL + "/oauth2/callback"
+	dexDir := t.TempDir()
+	dex, err := testenv.StartDex(dexDir, callback, []testenv.DexUser{{Email: email, Username: "student", Password: "correct horse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dex.Stop() })
+	f.server.OIDC, err = auth.NewOIDC(ctx, auth.OIDCConfig{
+		Issuer: dex.Issuer, ClientID: dex.ClientID, ClientSecret: dex.ClientSecret,
+		RedirectURL: callback, Scopes: []string{"openid", "email", "profile"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar} // follows redirects between gateway and Dex
+	envPath := "/u/" + f.ns + "/student/"
+	resp, err := c.Get(f.gateway.URL + "/login?rd=" + url.QueryEscape(envPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	loginURL := resp.Request.URL.String()
+	if !strings.HasPrefix(loginURL, dex.Issuer) || !strings.Contains(string(page), `name="password"`) {
+		t.Fatalf("expected Dex's login form, got %s: %.200s", loginURL, page)
+	}
+
+	// A wrong password stays at Dex.
+	resp, err = c.PostForm(loginURL, url.Values{"login": {email}, "password": {"wrong"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if !strings.HasPrefix(resp.Request.URL.String(), dex.Issuer) {
+		t.Fatalf("a wrong password left Dex for %s", resp.Request.URL)
+	}
+
+	resp, err = c.PostForm(loginURL, url.Values{"login": {email}, "password": {"correct horse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != envPath {
+		dexLog, _ := os.ReadFile(filepath.Join(dexDir, "dex.log"))
+		t.Fatalf("after sign-in: %s at %s: %.300s\nDex log:\n%s", resp.Status, resp.Request.URL, body, dexLog)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(body, &got); err != nil || got["user"] != email {
+		t.Fatalf("the environment saw %s (%v)", body, err)
+	}
+
+	// A callback with a forged state is refused.
+	resp, err = c.Get(f.gateway.URL + "/login?rd=/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	noRedirect := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = noRedirect.Get(callback + "?state=forged&code=whatever")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("forged state: %s, want 400", resp.Status)
+	}
+}
