@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -539,5 +540,134 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 	ul := list.Items[0]
 	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != gateway.ProvisionName("carol", "Template/lab") {
 		t.Errorf("provisioned %s for %q from %s", ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name)
+	}
+}
+
+func TestLogoutEndsTheSession(t *testing.T) {
+	f := setup(t, nil)
+	c := browser(t)
+	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
+	if resp, _ := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("before logout: %s", resp.Status)
+	}
+	resp, _ := get(t, c, f.gateway.URL+"/logout", nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %s", resp.Status)
+	}
+	if resp, _ := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("after logout: %s, want 401", resp.Status)
+	}
+}
+
+func TestSubdomainRouting(t *testing.T) {
+	f := setup(t, func(s *gateway.Server) { s.BaseDomain = "u.example.edu" })
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var tmpl v1alpha1.Template
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, &tmpl); err != nil {
+			return err
+		}
+		tmpl.Spec.HTTP.Routing = v1alpha1.RoutingSubdomain
+		return env.Client.Update(ctx, &tmpl)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := browser(t)
+	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
+	u, _ := url.Parse(f.gateway.URL)
+	request := func(host, path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, f.gateway.URL+path, nil)
+		req.Host = host
+		req.Header.Set("Cookie", cookieHeader(c, u))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		code, _ := request("alice--"+f.ns+".u.example.edu", "/lab")
+		return code == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatal("alice's subdomain never answered")
+	}
+	code, body := request("alice--"+f.ns+".u.example.edu", "/lab")
+	if !strings.Contains(body, `"path":"/lab"`) || !strings.Contains(body, `"user":"alice"`) {
+		t.Errorf("subdomain request reached %d %s", code, body)
+	}
+	if code, _ := request("bob--"+f.ns+".u.example.edu", "/"); code != http.StatusNotFound {
+		t.Errorf("bob's subdomain as alice: %d, want 404", code)
+	}
+	// Path routing does not serve a subdomain-routed environment.
+	if code, _ := request(u.Host, "/u/"+f.ns+"/alice/"); code != http.StatusNotFound {
+		t.Errorf("path route to a subdomain environment: %d, want 404", code)
+	}
+}
+
+func TestSuspendedEnvironmentIsNotWoken(t *testing.T) {
+	f := setup(t, func(s *gateway.Server) { s.WakeTimeout = time.Second })
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var ul v1alpha1.Userland
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
+			return err
+		}
+		ul.Spec.Suspend = true
+		return env.Client.Update(ctx, &ul)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	c := browser(t)
+	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		resp, body := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "suspended"), nil
+	})
+	if err != nil {
+		t.Fatal("the suspended page never appeared")
+	}
+	if n := f.metric(t, "userland_gateway_wakes_total", nil); n != 0 {
+		t.Errorf("a suspended environment was woken (%v wakes)", n)
+	}
+}
+
+func TestFailedEnvironmentExplainsAndHeldRequestsTimeOut(t *testing.T) {
+	f := setup(t, func(s *gateway.Server) { s.WakeTimeout = time.Second })
+	ctx := context.Background()
+	var pods corev1.PodList
+	if err := env.Client.List(ctx, &pods, client.InNamespace(f.ns), client.MatchingLabels{v1alpha1.LabelUserland: "alice"}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("alice's pod: %v (%d)", err, len(pods.Items))
+	}
+	pod := pods.Items[0].DeepCopy()
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason: "ImagePullBackOff", Message: "pull access denied",
+	}}}}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
+
+	c := browser(t)
+	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, body := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
+		return strings.Contains(body, "the image could not be pulled") && strings.Contains(body, "cannot start"), nil
+	})
+	if err != nil {
+		t.Fatal("the progress page never explained the failure")
+	}
+	start := time.Now()
+	resp, _ := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/api", map[string]string{"Accept": "application/json"})
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("held request: %s Retry-After=%q, want 503 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	if held := time.Since(start); held < time.Second {
+		t.Errorf("request answered after %s, before the 1s wake timeout", held)
 	}
 }

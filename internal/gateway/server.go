@@ -307,10 +307,11 @@ var progressPage = template.Must(template.New("progress").Parse(`<!doctype html>
 {{if not .Final}}<meta http-equiv="refresh" content="2">{{end}}
 <title>Starting {{.Name}}</title></head>
 <body>
-<h1>{{if .Final}}{{.Name}}{{else}}Starting your environment…{{end}}</h1>
+<h1>{{if .Final}}{{.Name}}{{else if .Failed}}Your environment cannot start{{else}}Starting your environment…{{end}}</h1>
 <p>{{.Name}} in {{.Namespace}}: <strong>{{.Phase}}</strong></p>
 {{with .Message}}<p>{{.}}</p>{{end}}
-{{if not .Final}}<p>This page continues to the environment when it is ready.</p>{{end}}
+{{if .Failed}}<p>This page keeps checking, and continues if it recovers. Ask your instructor if it does not.</p>
+{{else if not .Final}}<p>This page continues to the environment when it is ready.</p>{{end}}
 </body></html>
 `))
 
@@ -330,6 +331,7 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 	w.WriteHeader(code)
 	_ = progressPage.Execute(w, map[string]any{
 		"Name": ul.Name, "Namespace": ul.Namespace, "Phase": phase, "Message": message, "Final": final != "",
+		"Failed": ul.Status.Phase == v1alpha1.PhaseFailed,
 	})
 }
 
