@@ -173,3 +173,50 @@ func TestClusterDNS(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestLargeUploadsStreamThrough(t *testing.T) {
+	var received atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		received.Store(n)
+	}))
+	t.Cleanup(up.Close)
+	var activity atomic.Int64
+	gw := front(t, up, func(*http.Request) string { return "/upload" }, &activity)
+	const size = 64 << 20
+	resp, err := http.Post(gw.URL+"/u/cs101/taro/upload", "application/octet-stream", io.LimitReader(zeros{}, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || received.Load() != size {
+		t.Fatalf("upload: %s, upstream received %d of %d bytes", resp.Status, received.Load(), size)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+func TestHTTP2ClientsAreServed(t *testing.T) {
+	up := echo(t)
+	p := New(nil)
+	gw := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r, Request{Upstream: strings.TrimPrefix(up.URL, "http://"), Path: "/x", Identity: session.Identity{User: "alice"}})
+	}))
+	gw.EnableHTTP2 = true
+	gw.StartTLS()
+	t.Cleanup(gw.Close)
+	resp, err := gw.Client().Get(gw.URL + "/u/cs101/alice/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"X-Forwarded-User":["alice"]`) {
+		t.Fatalf("HTTP/%d %s %s", resp.ProtoMajor, resp.Status, body)
+	}
+}
