@@ -12,14 +12,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
@@ -29,11 +26,6 @@ import (
 var env *testenv.Environment
 
 func TestMain(m *testing.M) {
-	level := zapcore.ErrorLevel
-	if os.Getenv("USERLAND_TEST_LOGS") != "" {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
 	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.Full}, &env))
 }
 

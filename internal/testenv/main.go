@@ -14,17 +14,27 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
-// Run is the body of a package's TestMain: it starts one environment for
-// the package, stores it in *env, runs the tests and stops it — also on
+// Run is the body of a package's TestMain: it sets up logging, starts one
+// environment for the package, stores it in *env, runs the tests and stops it — also on
 // SIGINT/SIGTERM, and shortly before `go test -timeout` would kill the
 // binary. Use as: func TestMain(m *testing.M) { os.Exit(testenv.Run(m, opts, &env)) }.
 func Run(m *testing.M, opts Options, env **Environment) int {
 	flag.Parse()
+	// Controller logs go to stderr at error level; USERLAND_TEST_LOGS=1
+	// shows everything.
+	level := zapcore.ErrorLevel
+	if os.Getenv("USERLAND_TEST_LOGS") != "" {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zapcore"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,9 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -46,11 +43,6 @@ const (
 // self-managed certificates: nothing is pre-provisioned, so every admission
 // call that succeeds proves the certificate was created and trusted.
 func TestMain(m *testing.M) {
-	level := zapcore.ErrorLevel
-	if os.Getenv("USERLAND_TEST_LOGS") != "" {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
 	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.APIOnly}, &env))
 }
 
