@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,7 +64,10 @@ func (r *TemplateStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	before := obj.DeepCopyObject().(client.Object)
 	*status = next
 	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("patching status of %s: %w", key, client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil // deleted meanwhile
+		}
+		return ctrl.Result{}, fmt.Errorf("patching status of %s: %w", key, err)
 	}
 	return ctrl.Result{}, nil
 }

@@ -136,7 +136,10 @@ func (r *UserlandReconciler) patchStatus(ctx context.Context, before, after *v1a
 	// A merge patch carries only the fields that changed, so the gateway's
 	// concurrent lastActivityTime writes are never overwritten.
 	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("patching status of userland %s/%s: %w", after.Namespace, after.Name, client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile
+		}
+		return fmt.Errorf("patching status of userland %s/%s: %w", after.Namespace, after.Name, err)
 	}
 	return nil
 }

@@ -223,8 +223,11 @@ func TestTemplatesViolatingPodSecurityAreRejected(t *testing.T) {
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "ok"}, &ok); err != nil {
 		t.Fatal(err)
 	}
+	// A merge patch carries no resourceVersion, so the controller's
+	// concurrent status writes cannot turn this into a conflict.
+	patch := client.MergeFrom(ok.DeepCopy())
 	ok.Spec.PodTemplate.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
-	assertCauses(t, env.Client.Update(ctx, &ok), map[string]string{"spec.podTemplate.spec.volumes": "hostPath volumes"})
+	assertCauses(t, env.Client.Patch(ctx, &ok, patch), map[string]string{"spec.podTemplate.spec.volumes": "hostPath volumes"})
 }
 
 func assertCauses(t *testing.T, err error, want map[string]string) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -90,7 +91,10 @@ func (r *Recorder) write(ctx context.Context, key types.NamespacedName, at time.
 	ul := &v1alpha1.Userland{}
 	ul.Namespace, ul.Name = key.Namespace, key.Name
 	if err := r.Client.Status().Patch(ctx, ul, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("patching activity of %s: %w", key, client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: nothing to record
+		}
+		return fmt.Errorf("patching activity of %s: %w", key, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
