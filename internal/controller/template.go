@@ -45,6 +45,17 @@ type resolvedTemplate struct {
 	spec *v1alpha1.TemplateSpec
 }
 
+// TemplateSpecOf returns a copy of the spec of the template a Userland
+// refers to, read from c (a cache). The gateway uses it too, so both agree
+// on what a reference means.
+func TemplateSpecOf(ctx context.Context, c client.Reader, ul *v1alpha1.Userland) (*v1alpha1.TemplateSpec, error) {
+	t, err := resolve(ctx, c, ul)
+	if err != nil {
+		return nil, err
+	}
+	return t.spec, nil
+}
+
 // resolve gets the template a Userland refers to from the cache. The
 // returned spec is a copy.
 func resolve(ctx context.Context, c client.Reader, ul *v1alpha1.Userland) (*resolvedTemplate, error) {

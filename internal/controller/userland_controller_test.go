@@ -147,23 +147,15 @@ func TestChangingTemplateRefIsRolledOut(t *testing.T) {
 
 func TestSuspendAndResume(t *testing.T) {
 	startController(t)
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
 	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	setSuspend(t, ns, "u", true)
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
-	if ul.Status.StoppedReason != v1alpha1.StoppedSuspended {
-		t.Errorf("stoppedReason = %q, want Suspended", ul.Status.StoppedReason)
-	}
-	var dep appsv1.Deployment
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ul), &dep); err != nil || *dep.Spec.Replicas != 0 {
-		t.Fatalf("suspended deployment replicas %v (err %v), want 0", dep.Spec.Replicas, err)
-	}
+	waitStopped(t, ns, "u", v1alpha1.StoppedSuspended)
 
 	setSuspend(t, ns, "u", false)
-	ul = waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if ul.Status.StoppedReason != "" {
 		t.Errorf("stoppedReason = %q after resume, want empty", ul.Status.StoppedReason)
 	}
@@ -317,14 +309,7 @@ func TestIdleStopAndWake(t *testing.T) {
 	// Past the timeout: stopped for idleness.
 	ctrl.clock.Step(2 * time.Minute)
 	poke(t, ns, "u")
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
-	if ul.Status.StoppedReason != v1alpha1.StoppedIdle {
-		t.Fatalf("stoppedReason = %q, want Idle", ul.Status.StoppedReason)
-	}
-	var dep appsv1.Deployment
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ul), &dep); err != nil || *dep.Spec.Replicas != 0 {
-		t.Fatalf("idle deployment replicas %v (err %v), want 0", dep.Spec.Replicas, err)
-	}
+	ul := waitStopped(t, ns, "u", v1alpha1.StoppedIdle)
 
 	// Activity after the stop (as the gateway records it) wakes it.
 	ctrl.clock.Step(time.Minute)
@@ -565,4 +550,19 @@ func waitAllReady(t *testing.T, ns string, n int, timeout time.Duration) {
 		}
 		return ready == n, nil
 	})
+}
+
+// waitStopped waits until the Userland is Stopped and checks the reason and
+// that its Deployment has no replicas.
+func waitStopped(t *testing.T, ns, name string, reason v1alpha1.StoppedReason) *v1alpha1.Userland {
+	t.Helper()
+	ul := waitPhase(t, ns, name, v1alpha1.PhaseStopped)
+	if ul.Status.StoppedReason != reason {
+		t.Fatalf("stoppedReason = %q, want %s", ul.Status.StoppedReason, reason)
+	}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ul), &dep); err != nil || *dep.Spec.Replicas != 0 {
+		t.Fatalf("stopped (%s) deployment replicas %v (err %v), want 0", reason, dep.Spec.Replicas, err)
+	}
+	return ul
 }

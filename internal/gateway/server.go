@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
@@ -232,27 +233,11 @@ func (s *Server) lookup(ctx context.Context, id session.Identity, key types.Name
 	if s.Policy.Allowed(id, &ul, ns.Annotations) == "" {
 		return nil, nil, false
 	}
-	spec, err := s.templateSpec(ctx, &ul)
+	spec, err := controller.TemplateSpecOf(ctx, s.Reader, &ul)
 	if err != nil {
 		return nil, nil, false
 	}
 	return &ul, spec, true
-}
-
-func (s *Server) templateSpec(ctx context.Context, ul *v1alpha1.Userland) (*v1alpha1.TemplateSpec, error) {
-	ref := ul.Spec.TemplateRef
-	if ref.Kind == v1alpha1.TemplateKindClusterTemplate {
-		var ct v1alpha1.ClusterTemplate
-		if err := s.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
-			return nil, err
-		}
-		return &ct.Spec.TemplateSpec, nil
-	}
-	var t v1alpha1.Template
-	if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: ref.Name}, &t); err != nil {
-		return nil, err
-	}
-	return &t.Spec, nil
 }
 
 // waitReady wakes an idle environment and waits for it: a browser gets a
