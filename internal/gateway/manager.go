@@ -33,7 +33,7 @@ type Options struct {
 	Listen string
 	// MetricsAddr serves Prometheus metrics ("0" disables).
 	MetricsAddr string
-	// AuthMode is "static" or "header".
+	// AuthMode is "static", "header", "oidc" or "github".
 	AuthMode string
 	// StaticUsersFile lists static users (static mode).
 	StaticUsersFile string
@@ -66,6 +66,11 @@ type Options struct {
 	OIDC auth.OIDCConfig
 	// OIDCClientSecretFile holds the OIDC client secret.
 	OIDCClientSecretFile string
+	// GitHub configures --auth-mode=github; ClientSecret comes from
+	// GitHubClientSecretFile.
+	GitHub auth.GitHubConfig
+	// GitHubClientSecretFile holds the GitHub OAuth app's client secret.
+	GitHubClientSecretFile string
 	// ClusterTemplateNamespace receives Userlands auto-provisioned from
 	// ClusterTemplates; empty disables that.
 	ClusterTemplateNamespace string
@@ -158,12 +163,23 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 		cfg := opts.OIDC
 		cfg.ClientSecret = strings.TrimSpace(string(secret))
-		if srv.OIDC, err = auth.NewOIDC(context.Background(), cfg); err != nil {
+		if srv.Provider, err = auth.NewOIDC(context.Background(), cfg); err != nil {
+			return nil, err
+		}
+		srv.Proxy = proxy.New(nil)
+	case "github":
+		secret, err := os.ReadFile(opts.GitHubClientSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --github-client-secret-file: %w", err)
+		}
+		cfg := opts.GitHub
+		cfg.ClientSecret = strings.TrimSpace(string(secret))
+		if srv.Provider, err = auth.NewGitHub(cfg); err != nil {
 			return nil, err
 		}
 		srv.Proxy = proxy.New(nil)
 	default:
-		return nil, fmt.Errorf("--auth-mode %q: must be static, header or oidc (GitHub is not implemented yet)", opts.AuthMode)
+		return nil, fmt.Errorf("--auth-mode %q: must be static, header, oidc or github", opts.AuthMode)
 	}
 	// Informers for what the request path reads.
 	for _, obj := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &corev1.Namespace{}} {

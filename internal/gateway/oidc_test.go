@@ -41,7 +41,7 @@ func TestOIDCSignInThroughDex(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = dex.Stop() })
-	f.server.OIDC, err = auth.NewOIDC(ctx, auth.OIDCConfig{
+	f.server.Provider, err = auth.NewOIDC(ctx, auth.OIDCConfig{
 		Issuer: dex.Issuer, ClientID: dex.ClientID, ClientSecret: dex.ClientSecret,
 		RedirectURL: callback, Scopes: []string{"openid", "email", "profile"},
 	})
@@ -102,5 +102,73 @@ func TestOIDCSignInThroughDex(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("forged state: %s, want 400", resp.Status)
+	}
+}
+
+// TestGitHubSignIn drives the GitHub OAuth flow through the gateway against
+// a stand-in that enforces the registered callback, PKCE and single-use
+// codes, and checks the org requirement end to end.
+func TestGitHubSignIn(t *testing.T) {
+	f := setup(t, nil)
+	ctx := context.Background()
+	ul := &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "octocat"},
+		Spec:       v1alpha1.UserlandSpec{User: "octocat", TemplateRef: v1alpha1.TemplateReference{Name: "web"}},
+	}
+	if err := env.Client.Create(ctx, ul); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "octocat", v1alpha1.PhaseReady)
+
+	callback := f.gateway.URL + "/oauth2/callback"
+	gh := testenv.StartGitHub(callback, []testenv.GitHubUser{
+		{Login: "octocat", Password: "pw", Email: "octocat@uni.example", Verified: true, Orgs: []string{"uni"}},
+		{Login: "outsider", Password: "pw", Email: "o@example", Verified: true},
+	})
+	t.Cleanup(gh.Close)
+	var err error
+	f.server.Provider, err = auth.NewGitHub(auth.GitHubConfig{
+		ClientID: gh.ClientID, ClientSecret: gh.ClientSecret, RedirectURL: callback, URL: gh.URL, Orgs: []string{"uni"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn := func(login string) (*http.Response, []byte) {
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar}
+		resp, err := c.Get(f.gateway.URL + "/login?rd=" + url.QueryEscape("/u/"+f.ns+"/octocat/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		form := resp.Request.URL
+		if !strings.HasPrefix(form.String(), gh.URL+"/login/oauth/authorize") {
+			t.Fatalf("expected GitHub's authorize page, got %s (%s)", form, resp.Status)
+		}
+		resp, err = c.PostForm(gh.URL+form.Path, url.Values{"q": {form.RawQuery}, "login": {login}, "password": {"pw"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp, body
+	}
+
+	resp, body := signIn("octocat")
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/u/"+f.ns+"/octocat/" {
+		t.Fatalf("after sign-in: %s at %s: %.300s", resp.Status, resp.Request.URL, body)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(body, &got); err != nil || got["user"] != "octocat" {
+		t.Fatalf("the environment saw %s (%v)", body, err)
+	}
+
+	before := f.metric(t, "userland_gateway_signin_failures_total", map[string]string{"reason": "not_allowed"})
+	resp, body = signIn("outsider")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "organisation") {
+		t.Errorf("outsider: %s %.200s, want 403 naming the organisation requirement", resp.Status, body)
+	}
+	if after := f.metric(t, "userland_gateway_signin_failures_total", map[string]string{"reason": "not_allowed"}); after != before+1 {
+		t.Errorf("sign-in failures (not_allowed) went from %v to %v, want +1", before, after)
 	}
 }

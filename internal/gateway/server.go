@@ -43,8 +43,9 @@ type Server struct {
 	// Header takes identities from a trusted proxy, when set; it then
 	// replaces sessions entirely.
 	Header *auth.TrustedHeader
-	// OIDC signs users in with an OpenID provider, when set.
-	OIDC *auth.OIDC
+	// Provider signs users in at a remote identity provider (OpenID
+	// Connect or GitHub), when set.
+	Provider auth.Provider
 	// Policy decides access.
 	Policy authz.Policy
 	// Activity records use and wakes environments.
@@ -112,10 +113,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_, _ = w.Write([]byte("ok"))
-	case p == "/login" && s.OIDC != nil:
-		s.startOIDC(w, r)
-	case p == "/oauth2/callback" && s.OIDC != nil:
-		s.finishOIDC(w, r)
+	case p == "/login" && s.Provider != nil:
+		s.startRemote(w, r)
+	case p == "/oauth2/callback" && s.Provider != nil:
+		s.finishRemote(w, r)
 	case p == "/login":
 		s.login(w, r)
 	case p == "/logout":
@@ -420,9 +421,9 @@ func (s *Server) forgetWake(key types.NamespacedName) {
 	delete(s.waking, key)
 }
 
-// startOIDC sends the browser to the identity provider.
-func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request) {
-	flow, target := s.OIDC.Start(auth.SafeReturnPath(r.FormValue("rd")))
+// startRemote sends the browser to the identity provider.
+func (s *Server) startRemote(w http.ResponseWriter, r *http.Request) {
+	flow, target := s.Provider.Start(auth.SafeReturnPath(r.FormValue("rd")))
 	if err := s.Sessions.SaveFlow(w, flow); err != nil {
 		http.Error(w, "could not start sign-in", http.StatusInternalServerError)
 		return
@@ -430,8 +431,8 @@ func (s *Server) startOIDC(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, target, http.StatusFound)
 }
 
-// finishOIDC completes the code flow the provider redirected back with.
-func (s *Server) finishOIDC(w http.ResponseWriter, r *http.Request) {
+// finishRemote completes the code flow the provider redirected back with.
+func (s *Server) finishRemote(w http.ResponseWriter, r *http.Request) {
 	flow, err := s.Sessions.TakeFlow(w, r)
 	if err != nil {
 		s.Metrics.signinFailed("expired")
@@ -443,7 +444,7 @@ func (s *Server) finishOIDC(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the identity provider refused the sign-in: "+e, http.StatusUnauthorized)
 		return
 	}
-	id, err := s.OIDC.Finish(r.Context(), flow, r.FormValue("state"), r.FormValue("code"))
+	id, err := s.Provider.Finish(r.Context(), flow, r.FormValue("state"), r.FormValue("code"))
 	switch {
 	case errors.Is(err, auth.ErrStateMismatch):
 		s.Metrics.signinFailed("state_mismatch")
@@ -455,7 +456,7 @@ func (s *Server) finishOIDC(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		s.Metrics.signinFailed("exchange")
-		ctrl.LoggerFrom(r.Context()).Error(err, "completing OIDC sign-in")
+		ctrl.LoggerFrom(r.Context()).Error(err, "completing sign-in")
 		http.Error(w, "sign-in failed; please try again", http.StatusBadGateway)
 		return
 	}
