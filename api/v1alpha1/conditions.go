@@ -32,4 +32,10 @@ const (
 	ManagedByValue = "userland"
 	// LabelUserland names the Userland a child belongs to.
 	LabelUserland = "userland.dev/userland"
+	// AnnotationRestartedAt, set on a Userland (by the dashboard, the
+	// kubectl plugin or by hand) to a new value such as the current time,
+	// restarts its environment now onto the current template, whatever the
+	// rollout policy: it is how a pending update is applied on request.
+	// Like kubectl rollout restart, the value is copied to the pod template.
+	AnnotationRestartedAt = "userland.dev/restarted-at"
 )

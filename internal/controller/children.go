@@ -262,6 +262,13 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		}
 		return desired, false, 0, nil
 	}
+	if requested := desired.Annotations[v1alpha1.AnnotationRestartedAt]; requested != s.dep.Spec.Template.Annotations[v1alpha1.AnnotationRestartedAt] {
+		// An explicit restart applies the pending change whatever the
+		// policy: someone asked for exactly this.
+		r.Metrics.rolloutApplied()
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Restart", "applied the current template on request")
+		return desired, false, 0, nil
+	}
 	lastActive := s.now
 	if startedAt != nil {
 		lastActive = *startedAt

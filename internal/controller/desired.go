@@ -171,6 +171,10 @@ func PodTemplate(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Rout
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[AnnotationTemplateHash] = hashOf(pod)
+	// After the hash: a restart request is not a template change.
+	if at := ul.Annotations[v1alpha1.AnnotationRestartedAt]; at != "" {
+		pod.Annotations[v1alpha1.AnnotationRestartedAt] = at
+	}
 	return pod
 }
 

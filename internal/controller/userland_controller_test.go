@@ -14,6 +14,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -411,6 +413,40 @@ func TestRolloutOnRestartWaitsForTheNextStart(t *testing.T) {
 	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if got := imageOf(t, ctx, ns, "u"); got != "example.org/app:2" || ul.Status.UpdatePending {
 		t.Errorf("after restart: image %s pending %v, want app:2 and nothing pending", got, ul.Status.UpdatePending)
+	}
+}
+
+func TestRestartAnnotationAppliesAPendingUpdateNow(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
+	create(t, tmpl, userland(ns, "u", "alice", "t"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	setImage(t, ns, "t", "example.org/app:2")
+	waitPending(t, ns, "u")
+	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationRestartedAt + `":"2026-11-22T06:00:00Z"}}}`)
+	if err := env.Client.Patch(ctx, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u"}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var ul v1alpha1.Userland
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &ul); err != nil {
+			return false, err
+		}
+		return !ul.Status.UpdatePending && ul.Status.Phase == v1alpha1.PhaseReady && imageOf(t, ctx, ns, "u") == "example.org/app:2", nil
+	})
+	if err != nil {
+		t.Fatalf("restart request did not apply the pending update: %v (image %s)", err, imageOf(t, ctx, ns, "u"))
+	}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if got := dep.Spec.Template.Annotations[v1alpha1.AnnotationRestartedAt]; got != "2026-11-22T06:00:00Z" {
+		t.Errorf("pod template restarted-at = %q, want the requested value", got)
 	}
 }
 
