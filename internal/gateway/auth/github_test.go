@@ -74,7 +74,7 @@ func TestGitHubSignIn(t *testing.T) {
 			login: "eve",
 			want:  session.Identity{User: "eve", Email: "eve@example"},
 		},
-		"outsider refused": {login: "eve", orgs: []string{"uni"}, wantErr: auth.ErrNotAllowed},
+		"outsider refused":           {login: "eve", orgs: []string{"uni"}, wantErr: auth.ErrNotAllowed},
 		"pending invitation refused": {login: "mallory", orgs: []string{"uni"}, wantErr: auth.ErrNotAllowed},
 		"wrong team refused":         {login: "alice", teams: []string{"uni/staff"}, wantErr: auth.ErrNotAllowed},
 	}

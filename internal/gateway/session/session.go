@@ -4,6 +4,9 @@
 package session
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -42,9 +45,12 @@ type Key struct {
 // Store encodes and decodes session cookies.
 type Store struct {
 	codecs []securecookie.Codec
-	ttl    time.Duration
-	secure bool
-	now    func() time.Time
+	// csrfKeys are the hash keys, newest first, that bind form tokens to
+	// a session.
+	csrfKeys [][]byte
+	ttl      time.Duration
+	secure   bool
+	now      func() time.Time
 }
 
 // NewStore builds a store. The first key signs and encrypts new sessions;
@@ -58,7 +64,7 @@ func NewStore(keys []Key, ttl time.Duration, secure bool, now func() time.Time) 
 	if now == nil {
 		now = time.Now
 	}
-	var pairs [][]byte
+	var pairs, csrfKeys [][]byte
 	for i, k := range keys {
 		if l := len(k.Hash); l != 32 && l != 64 {
 			return nil, fmt.Errorf("session key %d: hash key must be 32 or 64 bytes, got %d", i, l)
@@ -67,6 +73,7 @@ func NewStore(keys []Key, ttl time.Duration, secure bool, now func() time.Time) 
 			return nil, fmt.Errorf("session key %d: encryption key must be 16, 24 or 32 bytes, got %d", i, l)
 		}
 		pairs = append(pairs, k.Hash, k.Block)
+		csrfKeys = append(csrfKeys, k.Hash)
 	}
 	codecs := securecookie.CodecsFromPairs(pairs...)
 	for _, c := range codecs {
@@ -74,7 +81,7 @@ func NewStore(keys []Key, ttl time.Duration, secure bool, now func() time.Time) 
 		sc.MaxAge(int(ttl.Seconds()) + 60)
 		sc.SetSerializer(securecookie.JSONEncoder{})
 	}
-	return &Store{codecs: codecs, ttl: ttl, secure: secure, now: now}, nil
+	return &Store{codecs: codecs, csrfKeys: csrfKeys, ttl: ttl, secure: secure, now: now}, nil
 }
 
 // Save writes a session cookie for id.
@@ -164,4 +171,36 @@ func (s *Store) TakeFlow(w http.ResponseWriter, r *http.Request) (Flow, error) {
 		return Flow{}, ErrNoSession
 	}
 	return f, nil
+}
+
+// CSRFToken returns the token a form must carry: an HMAC of the request's
+// session cookie, so it is valid for this session only and needs no
+// server-side state. Without a session cookie it is empty.
+func (s *Store) CSRFToken(r *http.Request) string {
+	c, err := r.Cookie(CookieName)
+	if err != nil || c.Value == "" {
+		return ""
+	}
+	return csrfMAC(s.csrfKeys[0], c.Value)
+}
+
+// CheckCSRF reports whether token belongs to the request's session under
+// any current key, so rotating keys does not break open forms.
+func (s *Store) CheckCSRF(r *http.Request, token string) bool {
+	c, err := r.Cookie(CookieName)
+	if err != nil || c.Value == "" || token == "" {
+		return false
+	}
+	for _, k := range s.csrfKeys {
+		if hmac.Equal([]byte(csrfMAC(k, c.Value)), []byte(token)) {
+			return true
+		}
+	}
+	return false
+}
+
+func csrfMAC(key []byte, value string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("userland-csrf\x00" + value))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

@@ -128,3 +128,60 @@ func TestKeySizesAreChecked(t *testing.T) {
 		t.Error("no keys was accepted")
 	}
 }
+
+func TestCSRFTokenIsBoundToTheSession(t *testing.T) {
+	key := func(b byte) Key { return Key{Hash: bytes.Repeat([]byte{b}, 32), Block: bytes.Repeat([]byte{b}, 32)} }
+	old, err := NewStore([]Key{key(1)}, time.Hour, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := NewStore([]Key{key(2), key(1)}, time.Hour, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSession := func(s *Store, user string) *http.Request {
+		rec := httptest.NewRecorder()
+		if err := s.Save(rec, Identity{User: user}); err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		for _, c := range rec.Result().Cookies() {
+			r.AddCookie(c)
+		}
+		return r
+	}
+	alice, bob := withSession(old, "alice"), withSession(old, "bob")
+	token := old.CSRFToken(alice)
+	tests := map[string]struct {
+		store *Store
+		req   *http.Request
+		token string
+		want  bool
+	}{
+		"own session":                   {old, alice, token, true},
+		"after key rotation":            {rotated, alice, token, true},
+		"another user's session":        {old, bob, token, false},
+		"no token":                      {old, alice, "", false},
+		"no session":                    {old, httptest.NewRequest(http.MethodPost, "/", nil), token, false},
+		"token from an unknown key":     {mustStore(t, key(3)), alice, token, false},
+		"token with one character less": {old, alice, token[1:], false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.store.CheckCSRF(tc.req, tc.token); got != tc.want {
+				t.Errorf("CheckCSRF = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := old.CSRFToken(httptest.NewRequest(http.MethodGet, "/", nil)); got != "" {
+		t.Errorf("token without a session = %q, want empty", got)
+	}
+}
+
+func mustStore(t *testing.T, k Key) *Store {
+	s, err := NewStore([]Key{k}, time.Hour, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
