@@ -33,6 +33,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/testenv"
@@ -208,7 +209,7 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 		Proxy:       proxy.New(nil),
 		Resolver:    &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
 		WakeTimeout: time.Minute,
-		Provisioner: &gateway.Provisioner{Reader: c, Writer: gwClient},
+		Provisioner: &provision.Provisioner{Reader: c, Writer: gwClient},
 	}
 	reg := prometheus.NewRegistry()
 	srv.Metrics = gateway.NewMetrics(reg)
@@ -543,7 +544,7 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 		t.Fatalf("%d auto-provisioned Userlands, want exactly one", len(list.Items))
 	}
 	ul := list.Items[0]
-	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != gateway.ProvisionName("carol", "Template/lab") {
+	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != provision.Name("carol", "Template/lab") {
 		t.Errorf("provisioned %s for %q from %s", ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/dashboard"
+	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -131,7 +133,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		WakeTimeout: opts.WakeTimeout,
 		Resolver:    opts.Resolver,
 		Metrics:     NewMetrics(crmetrics.Registry),
-		Provisioner: &Provisioner{Reader: mgr.GetCache(), Writer: mgr.GetClient(), ClusterTemplateNamespace: opts.ClusterTemplateNamespace},
+		Provisioner: &provision.Provisioner{Reader: mgr.GetCache(), Writer: mgr.GetClient(), ClusterTemplateNamespace: opts.ClusterTemplateNamespace},
+	}
+	srv.Dashboard = &dashboard.Dashboard{
+		Reader: mgr.GetCache(), Writer: mgr.GetClient(), Events: mgr.GetAPIReader(),
+		Policy: srv.Policy, Provisioner: srv.Provisioner, Wake: srv.Activity.Wake, CSRF: store,
 	}
 	if srv.Resolver == nil {
 		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}

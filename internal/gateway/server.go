@@ -7,7 +7,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -27,6 +26,8 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/dashboard"
+	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/route"
 	"github.com/userland-dev/userland/internal/gateway/session"
@@ -62,9 +63,11 @@ type Server struct {
 	// Ready reports whether the caches have synced, for /readyz.
 	Ready func() bool
 	// Provisioner creates Userlands at sign-in, when set.
-	Provisioner *Provisioner
+	Provisioner *provision.Provisioner
 	// Metrics records requests, wakes and sign-in failures; nil disables.
 	Metrics *Metrics
+	// Dashboard is the web UI at "/"; nil serves 404 there.
+	Dashboard *dashboard.Dashboard
 
 	wakingMu sync.Mutex
 	// waking remembers environments this replica woke recently, so the
@@ -122,7 +125,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/logout":
 		s.Sessions.Clear(w)
 		http.Redirect(w, r, "/", http.StatusSeeOther)
-	case p == "/":
+	case strings.HasPrefix(p, dashboard.StaticPath):
+		dashboard.Static().ServeHTTP(w, r)
+	case dashboard.Owns(p):
 		s.home(w, r)
 	case strings.HasPrefix(r.URL.EscapedPath(), route.PathPrefix):
 		t, err := route.FromPath(r.URL.EscapedPath())
@@ -378,8 +383,7 @@ func sameOrigin(origin string, r *http.Request) bool {
 	return o == r.Host
 }
 
-// home lists the signed-in user's environments (the full dashboard is a
-// separate piece of work).
+// home serves the dashboard to a signed-in user.
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.identity(w, r)
 	if !ok {
@@ -387,21 +391,14 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	}
 	// Trusted-header mode has no sign-in step: the home page is where a
 	// user first arrives.
-	if s.Header != nil {
+	if s.Header != nil && r.URL.Path == "/" {
 		s.provision(r.Context(), id)
 	}
-	var list v1alpha1.UserlandList
-	if err := s.Reader.List(r.Context(), &list); err != nil {
-		http.Error(w, "could not list environments", http.StatusInternalServerError)
+	if s.Dashboard == nil {
+		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = fmt.Fprintf(w, "Signed in as %s\n", id.User)
-	for _, ul := range list.Items {
-		if s.Policy.Allowed(id, &ul, nil) != "" {
-			_, _ = fmt.Fprintf(w, "%s/%s\t%s\t%s\n", ul.Namespace, ul.Name, ul.Status.Phase, ul.Status.URL)
-		}
-	}
+	s.Dashboard.ServeHTTP(w, r, id)
 }
 
 // provision creates the user's Userlands; a failure is logged, not shown:

@@ -1,4 +1,4 @@
-package gateway
+package provision
 
 import (
 	"testing"
@@ -31,14 +31,14 @@ func TestAdmits(t *testing.T) {
 }
 
 func TestProvisionNamesAreDistinct(t *testing.T) {
-	a := ProvisionName("alice", "Template/vscode-x")
-	b := ProvisionName("alice-vscode", "Template/x")
+	a := Name("alice", "Template/vscode-x")
+	b := Name("alice-vscode", "Template/x")
 	if a == b {
 		t.Errorf("two user/template pairs share the name %s", a)
 	}
 	// Every replica must derive the same name: it is a pure function, so
 	// pin one value.
-	if got, want := ProvisionName("alice", "Template/vscode"), "alice-template-vscode-"; got[:len(want)] != want || len(got) != len(want)+10 {
+	if got, want := Name("alice", "Template/vscode"), "alice-template-vscode-"; got[:len(want)] != want || len(got) != len(want)+10 {
 		t.Errorf("ProvisionName = %q, want %q plus a 10-character hash", got, want)
 	}
 }

@@ -1,0 +1,66 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/roster"
+)
+
+// maxRosterBytes bounds an upload (a 5000-row roster is well under 1 MiB).
+const maxRosterBytes = 2 << 20
+
+// importRoster creates Userlands from an uploaded CSV (user, namespace,
+// template) and shows a report of every row.
+func (d *Dashboard) importRoster(w http.ResponseWriter, r *http.Request, id session.Identity) {
+	ctx := r.Context()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !d.manages(ctx, id) {
+		http.NotFound(w, r)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxRosterBytes)
+	if err := r.ParseMultipartForm(maxRosterBytes); err != nil {
+		http.Error(w, "the upload is not a roster file of at most 2 MiB", http.StatusBadRequest)
+		return
+	}
+	if !d.CSRF.CheckCSRF(r, r.PostFormValue("csrf")) {
+		http.Error(w, "the form expired; reload the page and try again", http.StatusForbidden)
+		return
+	}
+	file, _, err := r.FormFile("roster")
+	if err != nil {
+		http.Error(w, "choose a CSV file to import", http.StatusBadRequest)
+		return
+	}
+	defer func() { _ = file.Close() }()
+	rows, err := roster.Parse(file, []string{roster.ColumnUser, roster.ColumnNamespace, roster.ColumnTemplate}, "")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	results := roster.Import(ctx, rows, roster.Options{
+		Reader: d.Reader, Writer: d.Writer, FieldOwner: "userland-dashboard",
+		MayManage: func(ns string) bool { return d.mayManageNamespace(ctx, id, ns) },
+	})
+	counts := roster.Count(results)
+	render(w, http.StatusOK, "import.html", struct {
+		page
+		Results                     []roster.Result
+		Created, Existing, Rejected int
+	}{d.page(ctx, r, id, "Roster import"), results, counts[roster.Created], counts[roster.Existing], counts[roster.Rejected]})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }

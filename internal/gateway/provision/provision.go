@@ -1,0 +1,151 @@
+// Package provision creates users' Userlands from templates whose autoProvision
+// admits them, under names every replica and tool derive the same way.
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/route"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// Provisioner creates a user's Userlands at sign-in from every template
+// whose autoProvision admits them.
+type Provisioner struct {
+	// Reader lists templates (the cache).
+	Reader client.Reader
+	// Writer creates Userlands.
+	Writer client.Writer
+	// ClusterTemplateNamespace is where Userlands from ClusterTemplates are
+	// created; empty skips ClusterTemplates.
+	ClusterTemplateNamespace string
+}
+
+// Admits reports whether an autoProvision rule lets id self-provision.
+func Admits(ap *v1alpha1.AutoProvisionSpec, id session.Identity) bool {
+	if ap == nil || id.User == "" {
+		return false
+	}
+	if slices.Contains(ap.Users, id.User) {
+		return true
+	}
+	for _, g := range id.Groups {
+		if slices.Contains(ap.Groups, g) {
+			return true
+		}
+	}
+	if _, domain, ok := strings.Cut(id.Email, "@"); ok {
+		return slices.Contains(ap.EmailDomains, strings.ToLower(domain))
+	}
+	return false
+}
+
+// Name is the Userland name for a user and template: derived only
+// from them, so every replica picks the same name and concurrent sign-ins
+// collapse into one object. The '/' never survives sanitising, so a hash
+// of both is always appended and no two pairs share a name.
+func Name(user, template string) string {
+	return route.NameFor(user + "/" + template)
+}
+
+// Candidate is a Userland a user may create from a template.
+type Candidate struct {
+	// Namespace receives the Userland.
+	Namespace string
+	// Ref names the template.
+	Ref v1alpha1.TemplateReference
+	// Name is the Userland's deterministic name.
+	Name string
+	// DisplayName and Description come from the template.
+	DisplayName, Description string
+}
+
+// Candidates lists every Userland id may self-provision, whether or not it
+// exists yet.
+func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Candidate, error) {
+	var out []Candidate
+	add := func(ns string, kind v1alpha1.TemplateKind, name string, spec *v1alpha1.TemplateSpec) {
+		ref := v1alpha1.TemplateReference{Kind: kind, Name: name}
+		out = append(out, Candidate{
+			Namespace: ns, Ref: ref, Name: Name(id.User, string(kind)+"/"+name),
+			DisplayName: spec.DisplayName, Description: spec.Description,
+		})
+	}
+	var templates v1alpha1.TemplateList
+	if err := p.Reader.List(ctx, &templates); err != nil {
+		return nil, fmt.Errorf("listing templates: %w", err)
+	}
+	for _, t := range templates.Items {
+		if Admits(t.Spec.AutoProvision, id) {
+			add(t.Namespace, v1alpha1.TemplateKindTemplate, t.Name, &t.Spec)
+		}
+	}
+	if p.ClusterTemplateNamespace != "" {
+		var cts v1alpha1.ClusterTemplateList
+		if err := p.Reader.List(ctx, &cts); err != nil {
+			return nil, fmt.Errorf("listing clustertemplates: %w", err)
+		}
+		for _, t := range cts.Items {
+			if Admits(t.Spec.AutoProvision, id) {
+				add(p.ClusterTemplateNamespace, v1alpha1.TemplateKindClusterTemplate, t.Name, &t.Spec.TemplateSpec)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Create creates one candidate's Userland for id. It reports false when
+// the Userland already exists: the name is derived from user and template,
+// so whoever created it (another replica, another sign-in) made this
+// user's.
+func (p *Provisioner) Create(ctx context.Context, id session.Identity, c Candidate) (bool, error) {
+	var existing v1alpha1.Userland
+	if err := p.Reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, &existing); err == nil {
+		return false, nil
+	}
+	ul := &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: c.Namespace, Name: c.Name,
+			Labels: map[string]string{"userland.dev/auto-provisioned": "true"},
+		},
+		Spec: v1alpha1.UserlandSpec{User: id.User, TemplateRef: c.Ref},
+	}
+	err := p.Writer.Create(ctx, ul, client.FieldOwner("userland-gateway"))
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("creating userland %s/%s: %w", c.Namespace, c.Name, err)
+	}
+}
+
+// Provision creates the missing Userlands for id and returns how many it
+// created.
+func (p *Provisioner) Provision(ctx context.Context, id session.Identity) (int, error) {
+	candidates, err := p.Candidates(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	created := 0
+	var errs []error
+	for _, c := range candidates {
+		ok, err := p.Create(ctx, id, c)
+		if ok {
+			created++
+		}
+		errs = append(errs, err)
+	}
+	return created, errors.Join(errs...)
+}

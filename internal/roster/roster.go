@@ -1,0 +1,249 @@
+// Package roster creates Userlands from a class list: a CSV with the
+// columns user, namespace and template. The dashboard's import and the
+// kubectl plugin's `import` share it, so both name, check and report rows
+// the same way. Importing is idempotent: names are derived from user and
+// template, and a second run creates nothing.
+package roster
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/provision"
+)
+
+// Column names a roster may use in its header row.
+const (
+	ColumnUser      = "user"
+	ColumnNamespace = "namespace"
+	ColumnTemplate  = "template"
+)
+
+// MaxRows bounds one import, so an upload cannot tie the server up.
+const MaxRows = 5000
+
+// Row is one line of a roster.
+type Row struct {
+	// Line is the 1-based line number in the file.
+	Line                      int
+	User, Namespace, Template string
+	// Problem is set when the line itself is malformed.
+	Problem string
+}
+
+// Parse reads a roster. A first row naming the columns (user, namespace,
+// template, in any order) sets the order; otherwise columns are in order.
+// Blank lines and lines starting with # are skipped. A missing namespace
+// takes defaultNamespace.
+func Parse(r io.Reader, order []string, defaultNamespace string) ([]Row, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.Comment = '#'
+	cr.TrimLeadingSpace = true
+	var rows []Row
+	first := true
+	for {
+		record, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		line, _ := cr.FieldPos(0)
+		if err != nil {
+			var perr *csv.ParseError
+			if errors.As(err, &perr) {
+				rows = append(rows, Row{Line: perr.StartLine, Problem: "not valid CSV: " + perr.Err.Error()})
+				continue
+			}
+			return nil, fmt.Errorf("reading roster: %w", err)
+		}
+		for i := range record {
+			record[i] = strings.TrimSpace(record[i])
+		}
+		if first {
+			first = false
+			if header := lower(record); slices.Contains(header, ColumnUser) && slices.Contains(header, ColumnTemplate) {
+				order = header
+				continue
+			}
+		}
+		if len(rows) >= MaxRows {
+			return nil, fmt.Errorf("the roster has more than %d rows; split it", MaxRows)
+		}
+		row := Row{Line: line, Namespace: defaultNamespace}
+		if len(record) > len(order) {
+			row.Problem = fmt.Sprintf("%d columns, want at most %d (%s)", len(record), len(order), strings.Join(order, ", "))
+		}
+		for i, v := range record {
+			if i >= len(order) {
+				break
+			}
+			switch order[i] {
+			case ColumnUser:
+				row.User = v
+			case ColumnNamespace:
+				if v != "" {
+					row.Namespace = v
+				}
+			case ColumnTemplate:
+				row.Template = v
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func lower(record []string) []string {
+	out := make([]string, len(record))
+	for i, v := range record {
+		out[i] = strings.ToLower(v)
+	}
+	return out
+}
+
+// Outcome is what happened to a row.
+type Outcome string
+
+// Outcomes of a row.
+const (
+	Created  Outcome = "created"
+	Existing Outcome = "already present"
+	Rejected Outcome = "rejected"
+)
+
+// Result reports one row.
+type Result struct {
+	Row
+	// Name is the Userland's name, when the row got that far.
+	Name    string
+	Outcome Outcome
+	// Reason says why a row was rejected, or where a duplicate first
+	// appeared.
+	Reason string
+}
+
+// Options configure an import.
+type Options struct {
+	// Reader checks templates and existing Userlands.
+	Reader client.Reader
+	// Writer creates Userlands.
+	Writer client.Writer
+	// MayManage reports whether the importer may create Userlands in a
+	// namespace; nil allows all (the API server's RBAC still applies).
+	MayManage func(namespace string) bool
+	// DryRun asks the API server to validate without storing.
+	DryRun bool
+	// FieldOwner names the writer ("userland-dashboard", "kubectl-userland").
+	FieldOwner string
+}
+
+// Import creates a Userland for every good row and reports each row.
+func Import(ctx context.Context, rows []Row, opts Options) []Result {
+	results := make([]Result, 0, len(rows))
+	seen := map[types.NamespacedName]int{}
+	for _, row := range rows {
+		res := Result{Row: row}
+		res.Outcome, res.Name, res.Reason = importRow(ctx, row, seen, opts)
+		results = append(results, res)
+	}
+	return results
+}
+
+func importRow(ctx context.Context, row Row, seen map[types.NamespacedName]int, opts Options) (Outcome, string, string) {
+	switch {
+	case row.Problem != "":
+		return Rejected, "", row.Problem
+	case row.User == "":
+		return Rejected, "", "the user is empty"
+	case row.Namespace == "":
+		return Rejected, "", "the namespace is empty"
+	case row.Template == "":
+		return Rejected, "", "the template is empty"
+	}
+	if errs := validation.IsDNS1123Label(row.Namespace); len(errs) > 0 {
+		return Rejected, "", fmt.Sprintf("namespace %q is not a valid name: %s", row.Namespace, errs[0])
+	}
+	if opts.MayManage != nil && !opts.MayManage(row.Namespace) {
+		return Rejected, "", fmt.Sprintf("you may not manage namespace %s", row.Namespace)
+	}
+	kind, err := templateKind(ctx, opts.Reader, row.Namespace, row.Template)
+	if err != nil {
+		return Rejected, "", err.Error()
+	}
+	key := types.NamespacedName{Namespace: row.Namespace, Name: provision.Name(row.User, string(kind)+"/"+row.Template)}
+	if line, dup := seen[key]; dup {
+		return Existing, key.Name, fmt.Sprintf("same user and template as line %d", line)
+	}
+	seen[key] = row.Line
+	var existing v1alpha1.Userland
+	if err := opts.Reader.Get(ctx, key, &existing); err == nil {
+		return Existing, key.Name, ""
+	}
+	ul := &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec:       v1alpha1.UserlandSpec{User: row.User, TemplateRef: v1alpha1.TemplateReference{Kind: kind, Name: row.Template}},
+	}
+	createOpts := []client.CreateOption{client.FieldOwner(opts.FieldOwner)}
+	if opts.DryRun {
+		createOpts = append(createOpts, client.DryRunAll)
+	}
+	err = opts.Writer.Create(ctx, ul, createOpts...)
+	switch {
+	case err == nil:
+		return Created, key.Name, ""
+	case apierrors.IsAlreadyExists(err):
+		return Existing, key.Name, ""
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+		return Rejected, key.Name, apiMessage(err)
+	default:
+		return Rejected, key.Name, "could not create it: " + apiMessage(err)
+	}
+}
+
+// templateKind finds the template a row names: a Template in the row's
+// namespace, else a ClusterTemplate.
+func templateKind(ctx context.Context, r client.Reader, ns, name string) (v1alpha1.TemplateKind, error) {
+	var t v1alpha1.Template
+	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &t)
+	if err == nil {
+		return v1alpha1.TemplateKindTemplate, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("could not read template %s: %s", name, apiMessage(err))
+	}
+	var ct v1alpha1.ClusterTemplate
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, &ct); err == nil {
+		return v1alpha1.TemplateKindClusterTemplate, nil
+	}
+	return "", fmt.Errorf("template %q not found in namespace %s, nor as a ClusterTemplate", name, ns)
+}
+
+// apiMessage is the API server's own words, without the request preamble.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// Count tallies results by outcome.
+func Count(results []Result) map[Outcome]int {
+	out := map[Outcome]int{}
+	for _, r := range results {
+		out[r.Outcome]++
+	}
+	return out
+}
