@@ -33,6 +33,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/dashboard"
 	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/session"
@@ -210,6 +211,10 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 		Resolver:    &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
 		WakeTimeout: time.Minute,
 		Provisioner: &provision.Provisioner{Reader: c, Writer: gwClient},
+	}
+	srv.Dashboard = &dashboard.Dashboard{
+		Reader: c, Writer: gwClient, Events: gwClient, Policy: srv.Policy,
+		Provisioner: srv.Provisioner, Wake: srv.Activity.Wake, CSRF: store,
 	}
 	reg := prometheus.NewRegistry()
 	srv.Metrics = gateway.NewMetrics(reg)

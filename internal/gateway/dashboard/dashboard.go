@@ -224,7 +224,8 @@ func (d *Dashboard) mayManageNamespace(ctx context.Context, id session.Identity,
 	return d.Policy.IsAdmin(id) || slices.Contains(d.instructedNamespaces(ctx, id), ns)
 }
 
-type page struct {
+// Page is what every page's header needs.
+type Page struct {
 	Title   string
 	User    session.Identity
 	CSRF    string
@@ -233,8 +234,8 @@ type page struct {
 	Error   string
 }
 
-func (d *Dashboard) page(ctx context.Context, r *http.Request, id session.Identity, title string) page {
-	return page{
+func (d *Dashboard) pageFor(ctx context.Context, r *http.Request, id session.Identity, title string) Page {
+	return Page{
 		Title: title, User: id, CSRF: d.CSRF.CSRFToken(r), Manages: d.manages(ctx, id),
 		Flash: r.URL.Query().Get("flash"), Error: r.URL.Query().Get("error"),
 	}
@@ -247,6 +248,8 @@ func render(w http.ResponseWriter, code int, name string, data any) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'")
 	w.WriteHeader(code)
 	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+		// Headers are gone; the page ends with a notice, and the log says why.
+		ctrl.Log.WithName("dashboard").Error(err, "rendering", "page", name)
 		_, _ = fmt.Fprintf(w, "<p>rendering failed</p>")
 	}
 }
@@ -272,11 +275,11 @@ func (d *Dashboard) home(w http.ResponseWriter, r *http.Request, id session.Iden
 		}
 	}
 	render(w, http.StatusOK, "home.html", struct {
-		page
+		Page
 		Rows   []Row
 		Offers []provision.Candidate
 		Now    time.Time
-	}{d.page(ctx, r, id, "Your environments"), rows, offers, d.now()})
+	}{d.pageFor(ctx, r, id, "Your environments"), rows, offers, d.now()})
 }
 
 // Filter narrows the admin view.
@@ -337,13 +340,13 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 	slices.Sort(namespaces)
 	slices.Sort(templates)
 	render(w, http.StatusOK, "admin.html", struct {
-		page
+		Page
 		Rows                  []Row
 		Filter                Filter
 		Namespaces, Templates []string
 		Phases                []string
 		Now                   time.Time
-	}{d.page(ctx, r, id, "All environments"), rows, f, namespaces, templates,
+	}{d.pageFor(ctx, r, id, "All environments"), rows, f, namespaces, templates,
 		[]string{"Pending", "Starting", "Ready", "Stopped", "Failed"}, now})
 }
 

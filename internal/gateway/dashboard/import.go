@@ -51,10 +51,10 @@ func (d *Dashboard) importRoster(w http.ResponseWriter, r *http.Request, id sess
 	})
 	counts := roster.Count(results)
 	render(w, http.StatusOK, "import.html", struct {
-		page
+		Page
 		Results                     []roster.Result
 		Created, Existing, Rejected int
-	}{d.page(ctx, r, id, "Roster import"), results, counts[roster.Created], counts[roster.Existing], counts[roster.Rejected]})
+	}{d.pageFor(ctx, r, id, "Roster import"), results, counts[roster.Created], counts[roster.Existing], counts[roster.Rejected]})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
