@@ -30,6 +30,10 @@ help: ## Show this help.
 build: ## Build bin/userland.
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/userland ./cmd/userland
 
+.PHONY: dev
+dev: build control-plane ## Run the whole system locally: simulated cluster, controller, gateway, dashboard (http://127.0.0.1:8000).
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) $(BIN)/userland dev $(DEV_FLAGS)
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...

@@ -64,6 +64,9 @@ type Options struct {
 	// Dir holds logs and kubeconfigs; default a new temporary directory
 	// removed by Stop.
 	Dir string
+	// StateDir, when set, keeps etcd's data in StateDir/etcd so the
+	// cluster's objects survive a restart (`userland dev`).
+	StateDir string
 }
 
 // Environment is a running control plane.
@@ -137,6 +140,13 @@ func (e *Environment) startAPI(bins string) error {
 		Scheme:                   e.Scheme,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if e.opts.StateDir != "" {
+		dataDir := filepath.Join(e.opts.StateDir, "etcd")
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return fmt.Errorf("creating etcd data directory: %w", err)
+		}
+		e.envtest.ControlPlane.Etcd = &envtest.Etcd{DataDir: dataDir}
 	}
 	api := e.envtest.ControlPlane.GetAPIServer()
 	// envtest's default /24 holds only 254 Services; scale tests need more.
