@@ -51,7 +51,8 @@ control-plane: ## Build (or reuse from cache) kube-apiserver, controller-manager
 	hack/build-control-plane.sh >/dev/null
 
 .PHONY: test
-test: control-plane ## Run all tests against a real control plane (first run builds it, ~12 minutes).
+test: control-plane ## Run all tests against a real control plane and headless Chromium (first run builds the control plane, ~20 minutes).
+	hack/ensure-chromium.sh
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 .PHONY: lint

@@ -1,0 +1,114 @@
+// Package e2e drives the dashboard in a real headless Chromium over the
+// `userland dev` stack: the simulated cluster, the controller with its
+// webhooks, and the gateway with static users, all as `make dev` runs them.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/userland-dev/userland/internal/devenv"
+	"github.com/userland-dev/userland/internal/testenv"
+)
+
+var (
+	stack *devenv.Stack
+	// browser is the allocator every test opens its own browser context
+	// (separate cookies) in.
+	browser context.Context
+	// artifacts receives screenshots (USERLAND_ARTIFACTS, default
+	// test/e2e/artifacts).
+	artifacts string
+)
+
+// chromiumPath finds Chromium; `make test` installs Debian's package when
+// it can. A missing browser fails the suite with this message.
+func chromiumPath() (string, error) {
+	if p := os.Getenv("USERLAND_CHROMIUM"); p != "" {
+		return p, nil
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no Chromium found: run hack/ensure-chromium.sh (installs Debian's chromium) or set USERLAND_CHROMIUM")
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	chromium, err := chromiumPath()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	artifacts = os.Getenv("USERLAND_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = filepath.Join(testenv.RepoRoot(), "test", "e2e", "artifacts")
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	state, err := os.MkdirTemp("", "userland-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(state) }()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	listen := l.Addr().String()
+	_ = l.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	stack, err = devenv.Start(ctx, devenv.Options{StateDir: state, Listen: listen, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting the dev stack:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: dev stack up at %s in %s\n", stack.URL, time.Since(start).Round(100*time.Millisecond))
+	defer func() {
+		if err := stack.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: stopping:", err)
+		}
+	}()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.NoSandbox, // root in CI
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(filepath.Join(state, "chromium")),
+		chromedp.WindowSize(1280, 900),
+	)
+	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer allocCancel()
+	// The first context starts the browser; tests then open their own
+	// browser contexts in it.
+	var browserCancel context.CancelFunc
+	browser, browserCancel = chromedp.NewContext(allocCtx)
+	defer browserCancel()
+	if err := chromedp.Do(browser); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting Chromium:", err)
+		return 1
+	}
+	return m.Run()
+}
