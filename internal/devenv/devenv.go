@@ -46,8 +46,8 @@ import (
 	"github.com/userland-dev/userland/internal/gateway"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
-	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -566,8 +566,11 @@ func (s *Stack) waitServing(ctx context.Context) error {
 		lastErr = fmt.Errorf("gateway /readyz: %s", resp.Status)
 		return resp.StatusCode == http.StatusOK, nil
 	})
+	if err != nil && lastErr != nil {
+		return fmt.Errorf("the webhooks and gateway did not come up: %w (last: %w)", err, lastErr)
+	}
 	if err != nil {
-		return fmt.Errorf("the webhooks and gateway did not come up: %w (last: %v)", err, lastErr)
+		return fmt.Errorf("the webhooks and gateway did not come up: %w", err)
 	}
 	return nil
 }

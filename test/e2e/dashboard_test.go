@@ -173,7 +173,7 @@ func TestAdminImportsARoster(t *testing.T) {
 		}
 		fmt.Fprintf(&csv, "student%02d@uni.example.ac.jp,demo,%s\n", i, tmpl)
 	}
-	csv.WriteString(",demo,vscode\n")                                   // no user
+	csv.WriteString(",demo,vscode\n")                                      // no user
 	csv.WriteString("student28@uni.example.ac.jp,demo,no-such-template\n") // unknown template
 	csv.WriteString("student29@uni.example.ac.jp,Not_A_Namespace,vscode\n")
 	path := filepath.Join(t.TempDir(), "roster.csv")
