@@ -37,5 +37,7 @@ const (
 	// restarts its environment now onto the current template, whatever the
 	// rollout policy: it is how a pending update is applied on request.
 	// Like kubectl rollout restart, the value is copied to the pod template.
+	// An RFC 3339 time also counts as activity, so it starts an
+	// idle-stopped environment.
 	AnnotationRestartedAt = "userland.dev/restarted-at"
 )

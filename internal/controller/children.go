@@ -164,6 +164,11 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if s.ul.Status.LastActivityTime != nil {
 		lastActivity = &s.ul.Status.LastActivityTime.Time
 	}
+	// A restart or start request is someone wanting the environment now:
+	// it counts as activity, so it also wakes an idle-stopped one.
+	if requested := parseTime(s.ul.Annotations[v1alpha1.AnnotationRestartedAt]); requested != nil && (lastActivity == nil || requested.After(*lastActivity)) {
+		lastActivity = requested
+	}
 
 	var result ctrl.Result
 	next := map[string]string{}

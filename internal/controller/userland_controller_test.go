@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/controller"
 )
 
@@ -318,6 +319,32 @@ func TestIdleStopAndWake(t *testing.T) {
 	patch := client.MergeFrom(ul.DeepCopy())
 	ul.Status.LastActivityTime = &metav1.Time{Time: ctrl.clock.Now()}
 	if err := env.Client.Status().Patch(ctx, ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+}
+
+// TestStartActionWakesAnIdleStoppedEnvironment: the dashboard's and the
+// plugin's Start needs no status write; its restarted-at stamp counts as
+// activity.
+func TestStartActionWakesAnIdleStoppedEnvironment(t *testing.T) {
+	ctrl := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}}
+	create(t, tmpl, userland(ns, "u", "alice", "t"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ctrl.clock.Step(6 * time.Minute)
+	poke(t, ns, "u")
+	ul := waitStopped(t, ns, "u", v1alpha1.StoppedIdle)
+
+	ctrl.clock.Step(time.Minute)
+	patch, err := actions.Patch(actions.Start, ul, ctrl.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Patch(ctx, ul, patch); err != nil {
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, "u", v1alpha1.PhaseReady)

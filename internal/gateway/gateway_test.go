@@ -214,7 +214,7 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	}
 	srv.Dashboard = &dashboard.Dashboard{
 		Reader: c, Writer: gwClient, Events: gwClient, Policy: srv.Policy,
-		Provisioner: srv.Provisioner, Wake: srv.Activity.Wake, CSRF: store,
+		Provisioner: srv.Provisioner, CSRF: store,
 	}
 	reg := prometheus.NewRegistry()
 	srv.Metrics = gateway.NewMetrics(reg)

@@ -137,7 +137,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	srv.Dashboard = &dashboard.Dashboard{
 		Reader: mgr.GetCache(), Writer: mgr.GetClient(), Events: mgr.GetAPIReader(),
-		Policy: srv.Policy, Provisioner: srv.Provisioner, Wake: srv.Activity.Wake, CSRF: store,
+		Policy: srv.Policy, Provisioner: srv.Provisioner, CSRF: store,
 	}
 	if srv.Resolver == nil {
 		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	"github.com/userland-dev/userland/internal/gateway/provision"
@@ -78,8 +79,6 @@ type Dashboard struct {
 	Policy authz.Policy
 	// Provisioner offers and creates self-provisioned environments.
 	Provisioner *provision.Provisioner
-	// Wake records activity so an idle-stopped environment starts.
-	Wake func(ctx context.Context, key types.NamespacedName) error
 	// CSRF issues and checks form tokens.
 	CSRF *session.Store
 	// Now is the clock (time.Now when nil).
@@ -493,25 +492,18 @@ func (d *Dashboard) act(ctx context.Context, id session.Identity, key types.Name
 	if d.Policy.Allowed(id, &ul, ns.Annotations) == "" {
 		return "", errForbidden
 	}
+	verbName, err := actions.Parse(verb)
+	if err != nil {
+		return "", err
+	}
+	patch, err := actions.Patch(verbName, &ul, d.now())
+	if err != nil {
+		return "", err
+	}
 	target := &v1alpha1.Userland{}
 	target.Namespace, target.Name = key.Namespace, key.Name
-	var patch string
-	switch verb {
-	case "start":
-		patch = `{"spec":{"suspend":false}}`
-	case "stop":
-		patch = `{"spec":{"suspend":true}}`
-	default: // restart and apply: both restart onto the current template
-		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationRestartedAt, d.now().UTC().Format(time.RFC3339Nano))
-	}
-	if err := d.Writer.Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner("userland-dashboard")); err != nil {
+	if err := d.Writer.Patch(ctx, target, patch, client.FieldOwner("userland-dashboard")); err != nil {
 		return "", fmt.Errorf("%s %s: %w", verb, key, err)
-	}
-	if verb == "start" && d.Wake != nil {
-		// An idle-stopped environment also needs fresh activity to start.
-		if err := d.Wake(ctx, key); err != nil {
-			return "", fmt.Errorf("waking %s: %w", key, err)
-		}
 	}
 	done := map[string]string{"start": "starting", "stop": "stopping", "restart": "restarting", "apply": "applying the update to"}[verb]
 	return fmt.Sprintf("%s %s.", capitalise(done), key.Name), nil

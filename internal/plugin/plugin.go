@@ -1,0 +1,439 @@
+// Package plugin is kubectl-userland: list, create, import, start, stop,
+// restart, pending and open, with kubectl's usual flags (k8s.io/cli-runtime)
+// and the same names and behaviour as the dashboard.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/roster"
+)
+
+// fieldOwner names the plugin's writes.
+const fieldOwner = "kubectl-userland"
+
+// options are shared by every command.
+type options struct {
+	flags         *genericclioptions.ConfigFlags
+	io            genericiooptions.IOStreams
+	allNamespaces bool
+	now           func() time.Time
+	// opener opens a URL in a browser; nil when none is available.
+	opener func(url string) error
+}
+
+// NewCommand builds `kubectl userland`.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &options{flags: genericclioptions.NewConfigFlags(true), io: streams, now: time.Now, opener: browserOpener()}
+	cmd := &cobra.Command{
+		Use:           "kubectl-userland",
+		Short:         "Manage Userland environments: list, create, import rosters, start, stop, restart, apply updates",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	o.flags.AddFlags(cmd.PersistentFlags())
+	cmd.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "across all namespaces")
+	cmd.AddCommand(o.listCommand(), o.createCommand(), o.importCommand(), o.pendingCommand(), o.openCommand())
+	for _, v := range []actions.Verb{actions.Start, actions.Stop, actions.Restart} {
+		cmd.AddCommand(o.actionCommand(v))
+	}
+	return cmd
+}
+
+func (o *options) client() (client.Client, error) {
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: controller.Scheme()})
+}
+
+// namespace is -n, else the kubeconfig context's namespace, else default.
+func (o *options) namespace() (string, error) {
+	ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
+func (o *options) listOptions() ([]client.ListOption, error) {
+	if o.allNamespaces {
+		return nil, nil
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	return []client.ListOption{client.InNamespace(ns)}, nil
+}
+
+func sortUserlands(items []v1alpha1.Userland) {
+	slices.SortFunc(items, func(a, b v1alpha1.Userland) int {
+		return strings.Compare(a.Namespace+"\x00"+a.Spec.User+"\x00"+a.Name, b.Namespace+"\x00"+b.Spec.User+"\x00"+b.Name)
+	})
+}
+
+func lastActivity(ul *v1alpha1.Userland, now time.Time) string {
+	if ul.Status.LastActivityTime == nil {
+		return "<none>"
+	}
+	return now.Sub(ul.Status.LastActivityTime.Time).Round(time.Second).String() + " ago"
+}
+
+func phase(ul *v1alpha1.Userland) string {
+	if ul.Status.Phase == "" {
+		return string(v1alpha1.PhasePending)
+	}
+	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason != "" {
+		return fmt.Sprintf("%s (%s)", ul.Status.Phase, ul.Status.StoppedReason)
+	}
+	return string(ul.Status.Phase)
+}
+
+// printList writes Userlands as a table, or JSON/YAML.
+func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
+	sortUserlands(list.Items)
+	switch output {
+	case "json", "yaml":
+		list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("UserlandList"))
+		for i := range list.Items {
+			list.Items[i].SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Userland"))
+			list.Items[i].ManagedFields = nil
+		}
+		var p printers.ResourcePrinter = &printers.JSONPrinter{}
+		if output == "yaml" {
+			p = &printers.YAMLPrinter{}
+		}
+		return p.PrintObj(list, o.io.Out)
+	case "", "wide":
+	default:
+		return fmt.Errorf("--output %q: want wide, json or yaml", output)
+	}
+	w := tabwriter.NewWriter(o.io.Out, 0, 4, 3, ' ', 0)
+	header := []string{"NAME", "USER", "TEMPLATE", "PHASE", "URL", "LAST ACTIVITY"}
+	if o.allNamespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	if output == "wide" {
+		header = append(header, "UPDATE PENDING", "SUSPENDED", "AGE")
+	}
+	_, _ = fmt.Fprintln(w, strings.Join(header, "\t"))
+	now := o.now()
+	for i := range list.Items {
+		ul := &list.Items[i]
+		url := ul.Status.URL
+		if url == "" {
+			url = "<none>"
+		}
+		row := []string{ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name, phase(ul), url, lastActivity(ul, now)}
+		if o.allNamespaces {
+			row = append([]string{ul.Namespace}, row...)
+		}
+		if output == "wide" {
+			row = append(row, fmt.Sprint(ul.Status.UpdatePending), fmt.Sprint(ul.Spec.Suspend), now.Sub(ul.CreationTimestamp.Time).Round(time.Second).String())
+		}
+		_, _ = fmt.Fprintln(w, strings.Join(row, "\t"))
+	}
+	return w.Flush()
+}
+
+func (o *options) listCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List environments: user, template, phase, URL and last activity",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			opts, err := o.listOptions()
+			if err != nil {
+				return err
+			}
+			var list v1alpha1.UserlandList
+			if err := c.List(cmd.Context(), &list, opts...); err != nil {
+				return fmt.Errorf("listing userlands: %w", err)
+			}
+			if len(list.Items) == 0 && output == "" {
+				_, _ = fmt.Fprintln(o.io.ErrOut, "No environments found.")
+				return nil
+			}
+			return o.printList(&list, output)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "wide, json or yaml")
+	return cmd
+}
+
+func (o *options) createCommand() *cobra.Command {
+	var template, kind string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "create USER --template TEMPLATE",
+		Short: "Create a user's environment, named as the gateway's auto-provisioning would name it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if template == "" {
+				return errors.New("--template is required")
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			k := v1alpha1.TemplateKind(kind)
+			if k != v1alpha1.TemplateKindTemplate && k != v1alpha1.TemplateKindClusterTemplate {
+				return fmt.Errorf("--kind %q: want Template or ClusterTemplate", kind)
+			}
+			ul := &v1alpha1.Userland{Spec: v1alpha1.UserlandSpec{User: args[0], TemplateRef: v1alpha1.TemplateReference{Kind: k, Name: template}}}
+			ul.Namespace, ul.Name = ns, provision.Name(args[0], string(k)+"/"+template)
+			opts := []client.CreateOption{client.FieldOwner(fieldOwner)}
+			if dryRun {
+				opts = append(opts, client.DryRunAll)
+			}
+			if err := c.Create(cmd.Context(), ul, opts...); err != nil {
+				return fmt.Errorf("creating the environment of %s: %w", args[0], err)
+			}
+			suffix := ""
+			if dryRun {
+				suffix = " (server dry run)"
+			}
+			_, _ = fmt.Fprintf(o.io.Out, "userland.userland.dev/%s created%s\n", ul.Name, suffix)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&template, "template", "", "the template to run")
+	cmd.Flags().StringVar(&kind, "kind", string(v1alpha1.TemplateKindTemplate), "Template or ClusterTemplate")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate on the server without creating")
+	return cmd
+}
+
+// errRejected makes the command exit non-zero after printing its report.
+var errRejected = errors.New("some rows were rejected")
+
+func (o *options) importCommand() *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "import FILE.csv",
+		Short: "Create environments from a roster (columns user, template and optional namespace); idempotent",
+		Long: `Create an environment for every row of a CSV roster with the columns
+user, template and, optionally, namespace (default: -n or the context's).
+A header row may name the columns in another order. Rows are reported as
+created, already present or rejected with the reason; importing again
+creates nothing new. The command fails if any row was rejected.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			var in io.Reader = o.io.In
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer func() { _ = f.Close() }()
+				in = f
+			}
+			rows, err := roster.Parse(in, []string{roster.ColumnUser, roster.ColumnTemplate, roster.ColumnNamespace}, ns)
+			if err != nil {
+				return err
+			}
+			results := roster.Import(cmd.Context(), rows, roster.Options{Reader: c, Writer: c, DryRun: dryRun, FieldOwner: fieldOwner})
+			w := tabwriter.NewWriter(o.io.Out, 0, 4, 2, ' ', 0)
+			_, _ = fmt.Fprintln(w, "LINE\tUSER\tNAMESPACE\tTEMPLATE\tNAME\tRESULT\tREASON")
+			for _, r := range results {
+				_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Line, r.User, r.Namespace, r.Template, r.Name, r.Outcome, r.Reason)
+			}
+			_ = w.Flush()
+			counts := roster.Count(results)
+			suffix := ""
+			if dryRun {
+				suffix = " (server dry run: nothing was stored)"
+			}
+			_, _ = fmt.Fprintf(o.io.Out, "%d created, %d already present, %d rejected%s\n", counts[roster.Created], counts[roster.Existing], counts[roster.Rejected], suffix)
+			if counts[roster.Rejected] > 0 {
+				return fmt.Errorf("%w: %d of %d", errRejected, counts[roster.Rejected], len(results))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate every row on the server without creating anything")
+	return cmd
+}
+
+func (o *options) get(ctx context.Context, c client.Client, name string) (*v1alpha1.Userland, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, err
+	}
+	var ul v1alpha1.Userland
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &ul); err != nil {
+		return nil, fmt.Errorf("getting userland %s/%s: %w", ns, name, err)
+	}
+	return &ul, nil
+}
+
+func (o *options) act(ctx context.Context, c client.Client, ul *v1alpha1.Userland, verb actions.Verb) error {
+	patch, err := actions.Patch(verb, ul, o.now())
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, ul, patch, client.FieldOwner(fieldOwner)); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", verb, ul.Namespace, ul.Name, err)
+	}
+	return nil
+}
+
+var pastTense = map[actions.Verb]string{actions.Start: "started", actions.Stop: "stopped", actions.Restart: "restarted", actions.Apply: "updated"}
+
+func (o *options) actionCommand(verb actions.Verb) *cobra.Command {
+	short := map[actions.Verb]string{
+		actions.Start:   "Start a stopped environment (also one stopped for idleness)",
+		actions.Stop:    "Stop an environment (it stays stopped until started)",
+		actions.Restart: "Restart an environment onto the current template, applying any pending update",
+	}[verb]
+	return &cobra.Command{
+		Use:   string(verb) + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ul, err := o.get(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			if err := o.act(cmd.Context(), c, ul, verb); err != nil {
+				return err
+			}
+			_, _ = fmt.Fprintf(o.io.Out, "userland.userland.dev/%s %s\n", ul.Name, pastTense[verb])
+			return nil
+		},
+	}
+}
+
+func (o *options) pendingCommand() *cobra.Command {
+	var apply bool
+	cmd := &cobra.Command{
+		Use:   "pending",
+		Short: "List environments with a template update waiting for its rollout policy; --apply applies them now",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			opts, err := o.listOptions()
+			if err != nil {
+				return err
+			}
+			var list, pending v1alpha1.UserlandList
+			if err := c.List(cmd.Context(), &list, opts...); err != nil {
+				return fmt.Errorf("listing userlands: %w", err)
+			}
+			for _, ul := range list.Items {
+				if ul.Status.UpdatePending {
+					pending.Items = append(pending.Items, ul)
+				}
+			}
+			if len(pending.Items) == 0 {
+				_, _ = fmt.Fprintln(o.io.ErrOut, "No environments have a pending update.")
+				return nil
+			}
+			if !apply {
+				return o.printList(&pending, "")
+			}
+			var errs []error
+			for i := range pending.Items {
+				ul := &pending.Items[i]
+				if err := o.act(cmd.Context(), c, ul, actions.Apply); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				_, _ = fmt.Fprintf(o.io.Out, "userland.userland.dev/%s updated\n", ul.Name)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().BoolVar(&apply, "apply", false, "restart each onto the current template now")
+	return cmd
+}
+
+func (o *options) openCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "open NAME",
+		Short: "Print an environment's URL, and open it in a browser when one is available",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.client()
+			if err != nil {
+				return err
+			}
+			ul, err := o.get(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			if ul.Status.URL == "" {
+				return fmt.Errorf("userland %s has no URL yet (phase %s)", ul.Name, phase(ul))
+			}
+			_, _ = fmt.Fprintln(o.io.Out, ul.Status.URL)
+			if o.opener != nil {
+				if err := o.opener(ul.Status.URL); err != nil {
+					_, _ = fmt.Fprintf(o.io.ErrOut, "could not open a browser: %v\n", err)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// browserOpener finds a way to open URLs: `open` on macOS, xdg-open with
+// a display elsewhere; nil on a headless machine.
+func browserOpener() func(string) error {
+	name := "xdg-open"
+	switch {
+	case runtime.GOOS == "darwin":
+		name = "open"
+	case os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "":
+		return nil
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil
+	}
+	return func(url string) error { return exec.Command(path, url).Start() }
+}
