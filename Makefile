@@ -27,8 +27,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: build
-build: ## Build bin/userland.
+build: ## Build bin/userland and the kubectl plugin bin/kubectl-userland.
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/userland ./cmd/userland
+	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-userland ./cmd/kubectl-userland
 
 .PHONY: dev
 dev: build control-plane ## Run the whole system locally: simulated cluster, controller, gateway, dashboard (http://127.0.0.1:8000).

@@ -68,6 +68,9 @@ func (o *options) client() (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// client-go's default of 5 requests/s would make a 500-row roster
+	// take minutes; kubectl itself allows 50.
+	cfg.QPS, cfg.Burst = 50, 100
 	return client.New(cfg, client.Options{Scheme: controller.Scheme()})
 }
 

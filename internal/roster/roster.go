@@ -153,15 +153,23 @@ type Options struct {
 func Import(ctx context.Context, rows []Row, opts Options) []Result {
 	results := make([]Result, 0, len(rows))
 	seen := map[types.NamespacedName]int{}
+	kinds := map[types.NamespacedName]kindLookup{}
 	for _, row := range rows {
 		res := Result{Row: row}
-		res.Outcome, res.Name, res.Reason = importRow(ctx, row, seen, opts)
+		res.Outcome, res.Name, res.Reason = importRow(ctx, row, seen, kinds, opts)
 		results = append(results, res)
 	}
 	return results
 }
 
-func importRow(ctx context.Context, row Row, seen map[types.NamespacedName]int, opts Options) (Outcome, string, string) {
+// kindLookup remembers a template lookup: a class list names the same few
+// templates hundreds of times.
+type kindLookup struct {
+	kind v1alpha1.TemplateKind
+	err  error
+}
+
+func importRow(ctx context.Context, row Row, seen map[types.NamespacedName]int, kinds map[types.NamespacedName]kindLookup, opts Options) (Outcome, string, string) {
 	switch {
 	case row.Problem != "":
 		return Rejected, "", row.Problem
@@ -178,7 +186,13 @@ func importRow(ctx context.Context, row Row, seen map[types.NamespacedName]int, 
 	if opts.MayManage != nil && !opts.MayManage(row.Namespace) {
 		return Rejected, "", fmt.Sprintf("you may not manage namespace %s", row.Namespace)
 	}
-	kind, err := templateKind(ctx, opts.Reader, row.Namespace, row.Template)
+	tkey := types.NamespacedName{Namespace: row.Namespace, Name: row.Template}
+	lookup, ok := kinds[tkey]
+	if !ok {
+		lookup.kind, lookup.err = templateKind(ctx, opts.Reader, row.Namespace, row.Template)
+		kinds[tkey] = lookup
+	}
+	kind, err := lookup.kind, lookup.err
 	if err != nil {
 		return Rejected, "", err.Error()
 	}
