@@ -35,6 +35,13 @@ build: ## Build bin/userland and the kubectl plugin bin/kubectl-userland.
 dev: build control-plane ## Run the whole system locally: simulated cluster, controller, gateway, dashboard (http://127.0.0.1:8000).
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) $(BIN)/userland dev $(DEV_FLAGS)
 
+IMAGE ?= ghcr.io/userland-dev/userland
+
+.PHONY: image
+image: ## Build the container image as an OCI archive, bin/userland-image.tar, without a container engine.
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $(BIN)/linux-amd64/userland ./cmd/userland
+	go run ./hack/image --binary $(BIN)/linux-amd64/userland --ref $(IMAGE):$(VERSION) --version $(VERSION) --revision $(COMMIT) --out $(BIN)/userland-image.tar
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
