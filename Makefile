@@ -53,6 +53,14 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), the controller
 	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./hack/crdpatch config/crd/bases
 	go run ./hack/apidocs config/crd/bases config/samples docs/api.md
+	# The chart carries copies of what config/ generates; verify fails on drift.
+	rm -rf charts/userland/crds charts/userland/files
+	mkdir -p charts/userland/crds charts/userland/files/rbac charts/userland/files/webhook charts/userland/files/samples
+	cp config/crd/bases/*.yaml charts/userland/crds/
+	cp config/rbac/role.yaml config/rbac/roles.yaml charts/userland/files/rbac/
+	cp config/webhook/manifests.yaml charts/userland/files/webhook/
+	cp config/samples/template-*.yaml charts/userland/files/samples/
+	go run ./hack/kustomize-default charts/userland config/default
 
 .PHONY: control-plane
 control-plane: ## Build (or reuse from cache) kube-apiserver, controller-manager, scheduler, etcd and kwok.
@@ -70,9 +78,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 .PHONY: verify
 verify: ## Fail if generated files are stale, then vet and lint.
 	$(MAKE) generate manifests
-	@if [ -n "$$(git status --porcelain -- api config docs)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config docs charts)" ]; then \
 		echo "verify: generated files are stale; run 'make generate manifests' and commit:"; \
-		git status --porcelain -- api config docs; git --no-pager diff -- api config docs | head -50; exit 1; \
+		git status --porcelain -- api config docs charts; git --no-pager diff -- api config docs charts | head -50; exit 1; \
 	fi
 	go vet ./...
 	$(MAKE) lint
