@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -260,7 +259,7 @@ creates nothing new. The command fails if any row was rejected.`,
 			if err != nil {
 				return err
 			}
-			var in io.Reader = o.io.In
+			in := o.io.In
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
 				if err != nil {

@@ -125,7 +125,7 @@ func roster200(t *testing.T, ns string) (path string, good int) {
 	b.WriteString("student000@uni.example.ac.jp,jupyterlab,\n") // duplicates of rows above
 	b.WriteString("student001@uni.example.ac.jp,vscode," + ns + "\n")
 	b.WriteString("student002@uni.example.ac.jp,vscode,\n")
-	b.WriteString(",vscode,\n")                                    // no user
+	b.WriteString(",vscode,\n")                                       // no user
 	b.WriteString("student900@uni.example.ac.jp,no-such-template,\n") // unknown template
 	b.WriteString("student901@uni.example.ac.jp,vscode,Bad_Namespace\n")
 	b.WriteString("student902@uni.example.ac.jp,vscode,x,extra\n") // too many columns
