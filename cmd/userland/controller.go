@@ -27,6 +27,8 @@ func newControllerCommand() *cobra.Command {
 		certSecret      string
 		webhookService  string
 		extraDNSNames   []string
+		qps             float32
+		burst           int
 	)
 	zapOpts := zap.Options{}
 	var kubeconfig string
@@ -45,6 +47,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 			if err != nil {
 				return err
 			}
+			cfg.QPS, cfg.Burst = qps, burst
 			if !disableWebhooks {
 				if err := webhookOptions(&hooks, certMode, certSecret, webhookService, extraDNSNames); err != nil {
 					return err
@@ -78,6 +81,8 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.BoolVar(&hooks.WriteCertsToDir, "webhook-write-certs", false, "copy the self-managed certificate from its Secret into --webhook-cert-dir (outside a cluster, where no kubelet mounts it)")
 	f.StringSliceVar(&extraDNSNames, "webhook-extra-dns-names", nil, "additional DNS names for the self-managed certificate")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
+	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server (client-side limit); converged environments cost none")
+	f.IntVar(&burst, "kube-api-burst", 100, "burst above --kube-api-qps")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
 	f.AddGoFlagSet(goFlags)

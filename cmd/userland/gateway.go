@@ -16,7 +16,7 @@ import (
 
 func newGatewayCommand() *cobra.Command {
 	opts := gateway.Options{}
-	var kubeconfig string
+	var kubeconfig, staticUpstream string
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the gateway: sign-in, routing, proxying, wake-on-request",
@@ -33,6 +33,9 @@ records activity. Every flag can also be set with an environment variable:
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err
+			}
+			if staticUpstream != "" {
+				opts.Resolver = &gateway.StaticResolver{Default: staticUpstream}
 			}
 			mgr, err := gateway.NewManager(cfg, opts)
 			if err != nil {
@@ -76,6 +79,8 @@ records activity. Every flag can also be set with an environment variable:
 	f.DurationVar(&opts.ActivityInterval, "activity-interval", time.Minute, "the most often one environment's activity is written to the API server")
 	f.StringVar(&opts.ClusterTemplateNamespace, "cluster-template-namespace", "", "namespace for Userlands auto-provisioned from ClusterTemplates; empty: ClusterTemplates do not auto-provision")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
+	f.StringVar(&staticUpstream, "static-upstream", "", "send every environment's traffic to this host:port instead of its Service (benchmarks and local testing only)")
+	_ = f.MarkHidden("static-upstream")
 	return cmd
 }
 

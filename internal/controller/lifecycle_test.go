@@ -115,7 +115,7 @@ func TestObserveHealth(t *testing.T) {
 		pods []corev1.Pod
 		want Health
 	}{
-		"no deployment yet": {nil, nil, Health{v1alpha1.PhaseStarting, "Creating", "the environment is being created"}},
+		"no deployment yet": {nil, nil, Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
 		"available":         {available, nil, Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}},
 		"spec not yet observed": {changed, nil,
 			Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},

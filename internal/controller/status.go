@@ -36,7 +36,10 @@ var failingWaitingReasons = map[string]string{
 // phase. stopped environments are handled by the caller.
 func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
 	if dep == nil {
-		return Health{Phase: v1alpha1.PhaseStarting, Reason: "Creating", Message: "the environment is being created"}
+		// The same words as a Deployment still starting: the children are
+		// being applied in this very reconcile, and a distinct status would
+		// cost every environment one more write.
+		return Health{Phase: v1alpha1.PhaseStarting, Reason: "Starting", Message: "waiting for the environment's pod to become ready"}
 	}
 	for i := range pods {
 		if h, failed := podFailure(&pods[i]); failed {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,12 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
+
+// templateStatusBatch is how long Userland changes gather before their
+// template is recounted: a class of 500 starting at once then costs a
+// handful of status writes instead of one per Userland event. Counts lag
+// by at most this much.
+const templateStatusBatch = 2 * time.Second
 
 // TemplateStatusReconciler keeps a template's counts of Userlands, ready
 // ones and pending updates. It is one narrow controller per template kind.
@@ -110,5 +117,6 @@ func (r *TemplateStatusReconciler) enqueueTemplateOf(obj client.Object, q workqu
 	if r.Kind == v1alpha1.TemplateKindTemplate {
 		name.Namespace = ul.Namespace
 	}
-	q.Add(reconcile.Request{NamespacedName: name})
+	// AddAfter collapses every change within the window into one recount.
+	q.AddAfter(reconcile.Request{NamespacedName: name}, templateStatusBatch)
 }

@@ -64,6 +64,8 @@ type Options struct {
 	// Dir holds logs and kubeconfigs; default a new temporary directory
 	// removed by Stop.
 	Dir string
+	// APIServerArgs are extra kube-apiserver flags, e.g. an audit log.
+	APIServerArgs map[string]string
 	// StateDir, when set, keeps etcd's data in StateDir/etcd so the
 	// cluster's objects survive a restart (`userland dev`).
 	StateDir string
@@ -155,6 +157,9 @@ func (e *Environment) startAPI(bins string) error {
 	// by the server's in-flight limits during scale tests.
 	api.Configure().Set("max-requests-inflight", "2000")
 	api.Configure().Set("max-mutating-requests-inflight", "1000")
+	for k, v := range e.opts.APIServerArgs {
+		api.Configure().Set(k, v)
+	}
 
 	cfg, err := e.envtest.Start()
 	if err != nil {

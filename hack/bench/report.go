@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+)
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func writeReport(o options, results []provisionResult, gw *gatewayResult) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("# Benchmarks")
+	p("")
+	p("Written by `make bench` (hack/bench) on %s. Do not edit by hand.", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	p("")
+	p("- Machine: %s.", machine())
+	p("- Components: kube-apiserver, kube-controller-manager and kube-scheduler v1.37.1, etcd v3.6.16, kwok v0.8.0 (4 simulated nodes), controller-runtime v0.25.2; Userland %s.", gitDescribe())
+	p("- The controller and the gateway run as separate processes of `bin/userland`, so their memory and CPU are their own; the load generator, the proxies and the upstream share the machine's cores, as the issue's baselines assume.")
+	p("- API requests are counted by the API server itself, from its audit log, for the controller's identity only.")
+	p("")
+	p("## Targets")
+	p("")
+	p("| area | target | measured | baseline (same run) | ratio | verdict |")
+	p("|---|---|---|---|---|---|")
+	for _, r := range results {
+		bt := float64(r.N) / r.Baseline.Seconds()
+		ut := float64(r.N) / r.Userland.Seconds()
+		p("| provisioning throughput, N=%d | ≥ 0.85 × baseline | %.1f Userlands/s (%s to all Ready) | %.1f Deployments+Services/s (%s to all Available) | %.2f | %s |",
+			r.N, ut, r.Userland.Round(time.Millisecond), bt, r.Baseline.Round(time.Millisecond), ut/bt, verdict(ut/bt >= 0.85))
+		perUL := float64(writes(r.Counts)) / float64(r.N)
+		p("| controller writes per Userland to Ready (events included), N=%d | ≤ 5 | %.2f | 2 (a plain client's Deployment + Service) | %.2f | %s |", r.N, perUL, perUL/2, verdict(perUL <= 5))
+		perMin := float64(r.SteadyWrites) / r.SteadyWindow.Minutes()
+		p("| steady-state writes, N=%d | 0 | %.1f/min over %s | — | — | %s |", r.N, perMin, r.SteadyWindow, verdict(r.SteadyWrites == 0))
+		if r.N >= 1000 {
+			p("| controller RSS at N=%d (plus %d earlier) | ≤ 100 MiB | settled %.1f MiB, peak %.1f MiB | — | — | %s |", r.N, totalBefore(results, r.N), float64(r.SettledKiB)/1024, float64(r.PeakKiB)/1024, verdict(r.PeakKiB <= 100*1024))
+		}
+	}
+	if gw != nil {
+		ratio := gw.Small["gateway"].RPS / gw.Small["bare"].RPS
+		p("| gateway throughput, small GETs (signed in, authorised, activity recorded) | ≥ 0.8 × bare proxy | %.0f req/s | %.0f req/s | %.2f | %s |", gw.Small["gateway"].RPS, gw.Small["bare"].RPS, ratio, verdict(ratio >= 0.8))
+		ratioBig := gw.Big["gateway"].RPS / gw.Big["bare"].RPS
+		p("| gateway throughput, 1 MiB responses | ≥ 0.8 × bare proxy | %.0f req/s | %.0f req/s | %.2f | %s |", gw.Big["gateway"].RPS, gw.Big["bare"].RPS, ratioBig, verdict(ratioBig >= 0.8))
+		added := gw.Half["gateway"].P99 - gw.Half["direct"].P99
+		p("| gateway added p99 at half its maximum load (%.0f req/s) | ≤ 2 ms | %s (p99 %s vs direct %s) | bare proxy adds %s | — | %s |", gw.HalfRate, ms(added), ms(gw.Half["gateway"].P99), ms(gw.Half["direct"].P99), ms(gw.Half["bare"].P99-gw.Half["direct"].P99), verdict(added <= 2*time.Millisecond))
+		for _, n := range o.wsCounts {
+			g, bare := gw.WebSockets[n]["gateway"], gw.WebSockets[n]["bare"]
+			target := "—"
+			ok := g.Dropped == 0
+			if n >= 8000 {
+				target = "≤ 24 KiB each, none dropped"
+				ok = ok && g.KiBPerConn <= 24
+			} else {
+				target = "none dropped"
+			}
+			p("| idle proxied WebSockets, %d held | %s | %.1f KiB each, %d opened, %d dropped | bare proxy %.1f KiB each, %d dropped | %.2f | %s |", n, target, g.KiBPerConn, g.Opened, g.Dropped, bare.KiBPerConn, bare.Dropped, g.KiBPerConn/bare.KiBPerConn, verdict(ok))
+		}
+	}
+	p("")
+	p("## Provisioning and API economy")
+	for _, r := range results {
+		p("")
+		p("### N = %d", r.N)
+		p("")
+		p("- Userlands created with %d parallel creates; all Ready after %s. Baseline: the same parallelism creating Deployments and Services, all Available after %s.", parallelism, r.Userland.Round(time.Millisecond), r.Baseline.Round(time.Millisecond))
+		p("- Controller CPU while provisioning: %.1f s. RSS peak %.1f MiB, settled %.1f MiB after the steady window.", r.CPUSeconds, float64(r.PeakKiB)/1024, float64(r.SettledKiB)/1024)
+		p("- Rollout of an image change to all %d running environments (Immediate, maxUnavailable 25%%): %s.", r.N, r.Rollout.Round(time.Millisecond))
+		p("- Steady state: %d writes in %s.", r.SteadyWrites, r.SteadyWindow)
+		p("")
+		p("Controller requests until all were Ready, per Userland:")
+		p("")
+		p("| verb and resource | total | per Userland |")
+		p("|---|---|---|")
+		for _, k := range sortedKeys(r.Counts) {
+			p("| %s | %d | %.2f |", k, r.Counts[k], float64(r.Counts[k])/float64(r.N))
+		}
+	}
+	if gw != nil {
+		p("")
+		p("## Gateway")
+		p("")
+		p("Closed loop, %d workers for small GETs (64 B) and %d for 1 MiB responses, %s each. The gateway request carries a session cookie, is routed by path, authorised against the informer cache and proxied with activity recorded (last activity written: %v).", o.concurrency, o.concurrency/4, o.loadFor, gw.ActivityRecorded)
+		p("")
+		p("| target | small req/s | small p50 | small p99 | 1 MiB req/s | 1 MiB p99 | errors |")
+		p("|---|---|---|---|---|---|---|")
+		for _, name := range []string{"direct", "bare", "gateway"} {
+			s, bg := gw.Small[name], gw.Big[name]
+			p("| %s | %.0f | %s | %s | %.0f | %s | %d |", name, s.RPS, ms(s.P50), ms(s.P99), bg.RPS, ms(bg.P99), s.Errors+bg.Errors)
+		}
+		p("")
+		p("Open loop at %.0f req/s (half the gateway's closed-loop maximum):", gw.HalfRate)
+		p("")
+		p("| target | served req/s | p50 | p99 | not served |")
+		p("|---|---|---|---|---|")
+		for _, name := range []string{"direct", "bare", "gateway"} {
+			h := gw.Half[name]
+			p("| %s | %.0f | %s | %s | %d |", name, h.RPS, ms(h.P50), ms(h.P99), h.Errors)
+		}
+		p("")
+		p("Peak RSS: gateway %.1f MiB, bare proxy %.1f MiB.", float64(gw.GatewayPeakKiB)/1024, float64(gw.BarePeakKiB)/1024)
+	}
+	p("")
+	p("## Not measured")
+	p("")
+	p("- Wake-on-request latency minus the pod's own time to Ready: not in this harness yet. kwok marks pods Ready without a container start, and pod condition timestamps have one-second resolution, so a meaningful figure needs a finer clock on the pod side.")
+	p("- N = 5000 (run `go run ./hack/bench -n 5000`).")
+	if err := os.MkdirAll("docs", 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(o.out, []byte(b.String()), 0o644)
+}
+
+func totalBefore(results []provisionResult, n int) int {
+	t := 0
+	for _, r := range results {
+		if r.N == n {
+			break
+		}
+		t += r.N
+	}
+	return t
+}
+
+func gitDescribe() string {
+	out, err := execCommand("git", "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		return "(unknown revision)"
+	}
+	return strings.TrimSpace(string(out))
+}
