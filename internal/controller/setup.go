@@ -24,13 +24,17 @@ import (
 // Userland manages, so memory grows with Userlands, not with the cluster.
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:            {Label: managed},
-		&corev1.Service{}:               {Label: managed},
-		&corev1.PersistentVolumeClaim{}: {Label: managed},
-		&networkingv1.NetworkPolicy{}:   {Label: managed},
-		&corev1.Pod{}:                   {Label: managed},
-	}}
+	return cache.Options{
+		// managedFields are half of a small object's size and never read
+		// here: server-side apply works from the desired object alone.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:            {Label: managed},
+			&corev1.Service{}:               {Label: managed},
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
+			&networkingv1.NetworkPolicy{}:   {Label: managed},
+			&corev1.Pod{}:                   {Label: managed},
+		}}
 }
 
 // SetupIndexes registers the field indexes the reconcilers rely on.

@@ -13,7 +13,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -120,6 +122,14 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
 		// The gateway reconciles nothing; every replica serves.
 		LeaderElection: false,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			// Every request reads a Userland, its namespace and its
+			// template: copying them per request would cost more than
+			// proxying a small response. Nothing here mutates what it
+			// reads (actions build new objects to patch).
+			DefaultUnsafeDisableDeepCopy: ptr.To(true),
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
