@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -137,8 +136,6 @@ func sortedKeys(m map[string]int) []string {
 type process struct {
 	cmd  *exec.Cmd
 	name string
-	mu   sync.Mutex
-	out  strings.Builder
 }
 
 func startProcess(name string, logPath string, bin string, args ...string) (*process, error) {

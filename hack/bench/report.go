@@ -64,7 +64,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		p("| gateway added p99 at half its maximum load (%.0f req/s) | ≤ 2 ms | %s (p99 %s vs direct %s) | bare proxy adds %s | — | %s |", gw.HalfRate, ms(added), ms(gw.Half["gateway"].P99), ms(gw.Half["direct"].P99), ms(gw.Half["bare"].P99-gw.Half["direct"].P99), verdict(added <= 2*time.Millisecond))
 		for _, n := range o.wsCounts {
 			g, bare := gw.WebSockets[n]["gateway"], gw.WebSockets[n]["bare"]
-			target := "—"
+			var target string
 			ok := g.Dropped == 0
 			if n >= 8000 {
 				target = "≤ 24 KiB each, none dropped"
