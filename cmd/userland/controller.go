@@ -83,6 +83,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
 	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server (client-side limit); converged environments cost none")
 	f.IntVar(&burst, "kube-api-burst", 100, "burst above --kube-api-qps")
+	f.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof; empty disables it")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
 	f.AddGoFlagSet(goFlags)

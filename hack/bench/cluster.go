@@ -46,6 +46,8 @@ func startCluster(ctx context.Context, dir string) (*testenv.Environment, string
 			"audit-log-format": "json", "audit-log-maxsize": "2000",
 			// Blocking: every request is in the log before the benchmark reads it.
 			"audit-log-mode": "blocking",
+			// envtest turns profiling off; the benchmark profiles the server.
+			"profiling": "true",
 		},
 	})
 	return env, auditLog, err

@@ -35,6 +35,7 @@ type options struct {
 	out, bin    string
 	loadFor     time.Duration
 	concurrency int
+	gateway     bool
 }
 
 func parseInts(s string) ([]int, error) {
@@ -72,6 +73,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin/userland", "the userland binary (make build)")
 	flag.DurationVar(&o.loadFor, "load-duration", 10*time.Second, "duration of each gateway load run")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "closed-loop load concurrency")
+	flag.BoolVar(&o.gateway, "gateway", true, "run the gateway benchmarks")
 	flag.Parse()
 	var err error
 	if o.sizes, err = parseInts(sizes); err != nil {
@@ -106,6 +108,9 @@ type provisionResult struct {
 	Rollout              time.Duration
 	SteadyWindow         time.Duration
 	ControllerWritesOnly int
+	// Profiles are the top entries of CPU profiles taken while
+	// provisioning: the API server's and the controller's.
+	Profiles map[string]string
 }
 
 type gatewayResult struct {
@@ -149,10 +154,16 @@ func run(o options) error {
 	if err := kubeconfigFor(ctrlCfg, controllerUser, ctrlKubeconfig); err != nil {
 		return err
 	}
+	pprofPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
 	ctrlProc, err := startProcess("controller", filepath.Join(dir, "controller.log"), bin, "controller",
 		"--kubeconfig", ctrlKubeconfig, "--disable-webhooks", "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--workers=16",
-		"--kube-api-qps=500", "--kube-api-burst=1000", "--gateway-url=http://127.0.0.1:8000")
+		"--kube-api-qps=500", "--kube-api-burst=1000", "--gateway-url=http://127.0.0.1:8000",
+		"--pprof-bind-address", pprofAddr)
 	if err != nil {
 		return err
 	}
@@ -170,8 +181,17 @@ func run(o options) error {
 		cpu0 := cpuSeconds(pid)
 		t0 := time.Now()
 		ns := fmt.Sprintf("userland-%d", n)
+		var profiles chan map[string]string
+		if n == o.sizes[len(o.sizes)-1] {
+			// The largest run is profiled a few seconds in, for 20 s.
+			profiles = make(chan map[string]string, 1)
+			go func() { profiles <- takeProfiles(env, "http://"+pprofAddr, dir, 3*time.Second, 20*time.Second) }()
+		}
 		if r.Userland, err = provision(ctx, c, ns, n); err != nil {
 			return err
+		}
+		if profiles != nil {
+			r.Profiles = <-profiles
 		}
 		t1 := time.Now()
 		r.CPUSeconds = cpuSeconds(pid) - cpu0
@@ -196,9 +216,11 @@ func run(o options) error {
 		logf("N=%d: rollout done in %s", n, r.Rollout.Round(time.Millisecond))
 		results = append(results, r)
 	}
-	gw, err := benchGateway(ctx, o, env, dir, bin)
-	if err != nil {
-		return err
+	var gw *gatewayResult
+	if o.gateway {
+		if gw, err = benchGateway(ctx, o, env, dir, bin); err != nil {
+			return err
+		}
 	}
 	return writeReport(o, results, gw)
 }

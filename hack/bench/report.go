@@ -86,6 +86,17 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		p("- Rollout of an image change to all %d running environments (Immediate, maxUnavailable 25%%): %s.", r.N, r.Rollout.Round(time.Millisecond))
 		p("- Steady state: %d writes in %s.", r.SteadyWrites, r.SteadyWindow)
 		p("")
+		for _, name := range []string{"kube-apiserver", "controller"} {
+			if top, ok := r.Profiles[name]; ok {
+				p("")
+				p("CPU profile of the %s, 20 s taken 3 s into provisioning (`go tool pprof -top`):", name)
+				p("")
+				p("```")
+				p("%s", top)
+				p("```")
+			}
+		}
+		p("")
 		p("Controller requests until all were Ready, per Userland:")
 		p("")
 		p("| verb and resource | total | per Userland |")

@@ -38,6 +38,8 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
+	// PprofAddr serves net/http/pprof when set (profiling benchmarks).
+	PprofAddr string
 	// LeaderElection makes only one replica reconcile at a time.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the lease (default: in-cluster namespace).
@@ -141,6 +143,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Cache:                   CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
+		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "userland-controller.userland.dev",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
