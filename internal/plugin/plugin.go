@@ -79,15 +79,25 @@ func (o *options) namespace() (string, error) {
 	return ns, err
 }
 
-func (o *options) listOptions() ([]client.ListOption, error) {
-	if o.allNamespaces {
-		return nil, nil
-	}
-	ns, err := o.namespace()
+// list returns a client and the Userlands in -n's namespace, or all with -A.
+func (o *options) list(ctx context.Context) (client.Client, *v1alpha1.UserlandList, error) {
+	c, err := o.client()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return []client.ListOption{client.InNamespace(ns)}, nil
+	var opts []client.ListOption
+	if !o.allNamespaces {
+		ns, err := o.namespace()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, client.InNamespace(ns))
+	}
+	var list v1alpha1.UserlandList
+	if err := c.List(ctx, &list, opts...); err != nil {
+		return nil, nil, fmt.Errorf("listing userlands: %w", err)
+	}
+	return c, &list, nil
 }
 
 func sortUserlands(items []v1alpha1.Userland) {
@@ -167,23 +177,15 @@ func (o *options) listCommand() *cobra.Command {
 		Short: "List environments: user, template, phase, URL and last activity",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
+			_, list, err := o.list(cmd.Context())
 			if err != nil {
 				return err
-			}
-			opts, err := o.listOptions()
-			if err != nil {
-				return err
-			}
-			var list v1alpha1.UserlandList
-			if err := c.List(cmd.Context(), &list, opts...); err != nil {
-				return fmt.Errorf("listing userlands: %w", err)
 			}
 			if len(list.Items) == 0 && output == "" {
 				_, _ = fmt.Fprintln(o.io.ErrOut, "No environments found.")
 				return nil
 			}
-			return o.printList(&list, output)
+			return o.printList(list, output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "wide, json or yaml")
@@ -355,18 +357,11 @@ func (o *options) pendingCommand() *cobra.Command {
 		Short: "List environments with a template update waiting for its rollout policy; --apply applies them now",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := o.client()
+			c, list, err := o.list(cmd.Context())
 			if err != nil {
 				return err
 			}
-			opts, err := o.listOptions()
-			if err != nil {
-				return err
-			}
-			var list, pending v1alpha1.UserlandList
-			if err := c.List(cmd.Context(), &list, opts...); err != nil {
-				return fmt.Errorf("listing userlands: %w", err)
-			}
+			var pending v1alpha1.UserlandList
 			for _, ul := range list.Items {
 				if ul.Status.UpdatePending {
 					pending.Items = append(pending.Items, ul)

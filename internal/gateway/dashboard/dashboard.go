@@ -217,10 +217,14 @@ func (d *Dashboard) instructedNamespaces(ctx context.Context, id session.Identit
 	return out
 }
 
-// mayManageNamespace reports whether id may create Userlands for others
-// in ns.
-func (d *Dashboard) mayManageNamespace(ctx context.Context, id session.Identity, ns string) bool {
-	return d.Policy.IsAdmin(id) || slices.Contains(d.instructedNamespaces(ctx, id), ns)
+// namespaceManager reports whether id may create Userlands for others in
+// a namespace. The instructed namespaces are read once, not per roster row.
+func (d *Dashboard) namespaceManager(ctx context.Context, id session.Identity) func(ns string) bool {
+	if d.Policy.IsAdmin(id) {
+		return func(string) bool { return true }
+	}
+	instructed := d.instructedNamespaces(ctx, id)
+	return func(ns string) bool { return slices.Contains(instructed, ns) }
 }
 
 // Page is what every page's header needs.

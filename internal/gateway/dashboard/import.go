@@ -47,7 +47,7 @@ func (d *Dashboard) importRoster(w http.ResponseWriter, r *http.Request, id sess
 	}
 	results := roster.Import(ctx, rows, roster.Options{
 		Reader: d.Reader, Writer: d.Writer, FieldOwner: "userland-dashboard",
-		MayManage: func(ns string) bool { return d.mayManageNamespace(ctx, id, ns) },
+		MayManage: d.namespaceManager(ctx, id),
 	})
 	counts := roster.Count(results)
 	render(w, http.StatusOK, "import.html", struct {
