@@ -56,7 +56,7 @@ func takeProfiles(env *testenv.Environment, controllerPprof, dir string, after, 
 		return map[string]string{"kube-apiserver": "profile failed: " + err.Error()}
 	}
 	wg.Add(2)
-	go get("kube-apiserver", apiClient, env.Config.Host+query)
+	go get("kube-apiserver", apiClient, strings.TrimSuffix(env.Config.Host, "/")+query)
 	go get("controller", http.DefaultClient, controllerPprof+query)
 	wg.Wait()
 	return out

@@ -219,11 +219,16 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t rout
 	upgrade := r.Header.Get("Upgrade") != ""
 	if upgrade {
 		s.Metrics.websocket(1)
-		defer s.Metrics.websocket(-1)
 	}
 	start := time.Now()
+	// An upgraded connection outlives this handler; Done marks its end.
+	req.Done = func() {
+		if upgrade {
+			s.Metrics.websocket(-1)
+		}
+		s.Metrics.proxied(time.Since(start), upgrade)
+	}
 	s.Proxy.ServeHTTP(w, r, req)
-	s.Metrics.proxied(time.Since(start), upgrade)
 }
 
 // lookup returns the Userland and its template spec when id may reach it.

@@ -5,7 +5,7 @@
 package proxy
 
 import (
-	"bufio"
+	"context"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -61,6 +61,10 @@ type Request struct {
 	// Activity is called whenever bytes flow in either direction,
 	// including on upgraded (WebSocket) connections.
 	Activity func()
+	// Done, if set, is called once when the exchange is over: when
+	// ServeHTTP returns for plain requests, when the tunnel closes for
+	// upgraded ones.
+	Done func()
 }
 
 // Proxy forwards requests.
@@ -69,17 +73,20 @@ type Proxy struct {
 	// trusted-header names in that mode).
 	ExtraIdentityHeaders []string
 	transport            http.RoundTripper
+	dial                 func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New returns a Proxy with a Transport tuned for one gateway talking to
 // many small upstreams: many idle connections per host (Go's default of 2
 // halves throughput), short dial timeouts so a stopped pod fails fast.
 func New(extraIdentityHeaders []string) *Proxy {
+	dial := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return &Proxy{
 		ExtraIdentityHeaders: extraIdentityHeaders,
+		dial:                 dial,
 		transport: &http.Transport{
 			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           dial,
 			MaxIdleConns:          1024,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
@@ -89,49 +96,65 @@ func New(extraIdentityHeaders []string) *Proxy {
 	}
 }
 
-// ServeHTTP forwards r per req.
+// ServeHTTP forwards r per req. A protocol switch (WebSocket) is handed to
+// a tunnel that outlives this call; req.Done reports its end.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
+	if req.Activity == nil {
+		req.Activity = func() {}
+	}
+	req.Activity()
+	if isUpgrade(r) {
+		p.serveUpgrade(w, r, req)
+		return
+	}
+	if req.Done != nil {
+		defer req.Done()
+	}
 	rp := &httputil.ReverseProxy{
 		Transport:     p.transport,
 		FlushInterval: -1, // stream SSE and chunked responses as they come
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			out := pr.Out
-			out.URL.Scheme = "http"
-			out.URL.Host = req.Upstream
-			out.URL.RawPath = req.Path
-			if u, err := url.PathUnescape(req.Path); err == nil {
-				out.URL.Path = u
-			}
-			out.Host = pr.In.Host
-			pr.SetXForwarded()
-			for _, h := range append([]string{HeaderUser, HeaderEmail, HeaderGroups, HeaderPrefix, "X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Groups", "X-Remote-User", "Remote-User"}, p.ExtraIdentityHeaders...) {
-				out.Header.Del(h)
-			}
-			out.Header.Set(HeaderUser, req.Identity.User)
-			if req.Identity.Email != "" {
-				out.Header.Set(HeaderEmail, req.Identity.Email)
-			}
-			if len(req.Identity.Groups) > 0 {
-				out.Header.Set(HeaderGroups, strings.Join(req.Identity.Groups, ","))
-			}
-			if req.Prefix != "" {
-				out.Header.Set(HeaderPrefix, req.Prefix)
-			}
-			stripSessionCookie(out.Header)
-		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil {
-				return // the client went away
-			}
-			w.Header().Set("Retry-After", "5")
-			http.Error(w, "the environment is not answering yet; retry in a few seconds", http.StatusBadGateway)
-		},
+		Rewrite:       func(pr *httputil.ProxyRequest) { p.rewrite(pr, req) },
+		ErrorHandler:  func(w http.ResponseWriter, r *http.Request, _ error) { p.unavailable(w, r) },
 	}
-	if req.Activity != nil {
-		req.Activity()
-		w = &activityWriter{ResponseWriter: w, activity: req.Activity}
+	rp.ServeHTTP(&activityWriter{ResponseWriter: w, activity: req.Activity}, r)
+}
+
+// identityHeaders are dropped from every client request: whatever a client
+// says about who it is, only the gateway's word reaches an environment.
+var identityHeaders = []string{
+	HeaderUser, HeaderEmail, HeaderGroups, HeaderPrefix,
+	"X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Groups", "X-Remote-User", "Remote-User",
+}
+
+// rewrite points the outgoing request at the environment and replaces the
+// identity headers.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest, req Request) {
+	out := pr.Out
+	out.URL.Scheme = "http"
+	out.URL.Host = req.Upstream
+	out.URL.RawPath = req.Path
+	if u, err := url.PathUnescape(req.Path); err == nil {
+		out.URL.Path = u
 	}
-	rp.ServeHTTP(w, r)
+	out.Host = pr.In.Host
+	pr.SetXForwarded()
+	for _, h := range identityHeaders {
+		out.Header.Del(h)
+	}
+	for _, h := range p.ExtraIdentityHeaders {
+		out.Header.Del(h)
+	}
+	out.Header.Set(HeaderUser, req.Identity.User)
+	if req.Identity.Email != "" {
+		out.Header.Set(HeaderEmail, req.Identity.Email)
+	}
+	if len(req.Identity.Groups) > 0 {
+		out.Header.Set(HeaderGroups, strings.Join(req.Identity.Groups, ","))
+	}
+	if req.Prefix != "" {
+		out.Header.Set(HeaderPrefix, req.Prefix)
+	}
+	stripSessionCookie(out.Header)
 }
 
 // stripSessionCookie removes the gateway's cookie: an environment must
@@ -153,8 +176,7 @@ func stripSessionCookie(h http.Header) {
 	}
 }
 
-// activityWriter reports activity on every write, and wraps hijacked
-// connections (WebSockets) so their frames count too.
+// activityWriter reports activity on every write of a response.
 type activityWriter struct {
 	http.ResponseWriter
 	activity func()
@@ -167,41 +189,3 @@ func (a *activityWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach Flush on the real writer.
 func (a *activityWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
-
-// Hijack hands ReverseProxy a connection that reports activity.
-func (a *activityWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, rw, err := http.NewResponseController(a.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	c := &activityConn{Conn: conn, activity: a.activity}
-	return c, bufio.NewReadWriter(bufio.NewReader(readerFunc(func(p []byte) (int, error) {
-		n, err := rw.Read(p)
-		if n > 0 {
-			a.activity()
-		}
-		return n, err
-	})), bufio.NewWriter(c)), nil
-}
-
-type readerFunc func([]byte) (int, error)
-
-func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
-
-type activityConn struct {
-	net.Conn
-	activity func()
-}
-
-func (c *activityConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.activity()
-	}
-	return n, err
-}
-
-func (c *activityConn) Write(p []byte) (int, error) {
-	c.activity()
-	return c.Conn.Write(p)
-}

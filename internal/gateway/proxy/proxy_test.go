@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -229,5 +231,162 @@ func TestHTTP2ClientsAreServed(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"X-Forwarded-User":["alice"]`) {
 		t.Fatalf("HTTP/%d %s %s", resp.ProtoMajor, resp.Status, body)
+	}
+}
+
+// rawUpgrader switches to a made-up protocol, sends bytes right behind its
+// 101 answer and echoes whatever arrives, so both sides' early bytes are
+// visible. It records the identity header it was given.
+func rawUpgrader(t *testing.T, user *atomic.Value) *httptest.Server {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user.Store(r.Header.Get(HeaderUser))
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "upgrade to echo only", http.StatusForbidden)
+			return
+		}
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nserver-first;")
+		_ = rw.Flush()
+		buf := make([]byte, 1024)
+		for {
+			n, err := rw.Read(buf)
+			if n > 0 {
+				_, _ = rw.Write(append([]byte("echo:"), buf[:n]...))
+				_ = rw.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// upgradeFront is front with a Done callback.
+func upgradeFront(t *testing.T, upstream *httptest.Server, activity *atomic.Int64, done chan<- struct{}) *httptest.Server {
+	t.Helper()
+	p := New(nil)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r, Request{
+			Upstream: strings.TrimPrefix(upstream.URL, "http://"), Path: "/raw",
+			Identity: session.Identity{User: "taro"},
+			Activity: func() { activity.Add(1) },
+			Done:     func() { done <- struct{}{} },
+		})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestUpgradedConnectionsCarryEarlyBytesBothWaysAndReportTheirEnd(t *testing.T) {
+	var user atomic.Value
+	var activity atomic.Int64
+	done := make(chan struct{}, 1)
+	gw := upgradeFront(t, rawUpgrader(t, &user), &activity, done)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// The request and the first bytes of the new protocol in one write.
+	if _, err := io.WriteString(conn, "GET /u/cs101/taro/raw HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: echo\r\nX-Forwarded-User: admin\r\n\r\nclient-first"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "echo" {
+		t.Fatalf("handshake: %s, Upgrade %q", resp.Status, resp.Header.Get("Upgrade"))
+	}
+	want := "server-first;echo:client-first"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(br, got); err != nil {
+		t.Fatalf("read %q: %v", got, err)
+	}
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("bytes through the tunnel (-want +got):\n%s", diff)
+	}
+	if got := user.Load(); got != "taro" {
+		t.Errorf("the environment saw user %q, want the gateway's taro", got)
+	}
+	before := activity.Load()
+	if _, err := io.WriteString(conn, "later"); err != nil {
+		t.Fatal(err)
+	}
+	got = make([]byte, len("echo:later"))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != "echo:later" {
+		t.Fatalf("second exchange: %q, %v", got, err)
+	}
+	if activity.Load() <= before {
+		t.Error("bytes through the tunnel were not counted as activity")
+	}
+	select {
+	case <-done:
+		t.Fatal("Done was reported while the tunnel was open")
+	default:
+	}
+	_ = conn.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done was never reported after the client closed")
+	}
+}
+
+func TestUpgradesTheEnvironmentRefusesAreRelayed(t *testing.T) {
+	var user atomic.Value
+	var activity atomic.Int64
+	done := make(chan struct{}, 1)
+	gw := upgradeFront(t, rawUpgrader(t, &user), &activity, done)
+	req, _ := http.NewRequest(http.MethodGet, gw.URL+"/u/cs101/taro/raw", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "h2c")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "upgrade to echo only") {
+		t.Errorf("got %s %q, want the environment's 403", resp.Status, body)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done was never reported for a refused upgrade")
+	}
+}
+
+func TestUpgradesToAnUnreachableEnvironmentGet502(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close() // nothing listens there now
+	p := New(nil)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r, Request{Upstream: addr, Path: "/ws", Identity: session.Identity{User: "taro"}})
+	}))
+	t.Cleanup(gw.Close)
+	req, _ := http.NewRequest(http.MethodGet, gw.URL+"/ws", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("got %s, Retry-After %q; want 502 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
 	}
 }

@@ -1,0 +1,61 @@
+//go:build unix
+
+package proxy
+
+import (
+	"errors"
+	"net"
+	"syscall"
+)
+
+// pump copies src to dst until either fails. Between messages it holds no
+// buffer: it waits for src to become readable through the runtime's
+// poller, and only then borrows a buffer for one non-blocking read. An
+// idle WebSocket therefore costs its two parked goroutines and sockets,
+// not 64 KiB of buffers.
+func (t *tunnel) pump(src, dst net.Conn) {
+	defer t.close()
+	sc, ok := src.(syscall.Conn)
+	if !ok {
+		t.copyBuffered(src, dst) // e.g. TLS: bytes are only readable through src
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		var (
+			buf  *[]byte
+			n    int
+			rerr error
+		)
+		err := raw.Read(func(fd uintptr) bool {
+			buf = copyBuffers.Get().(*[]byte)
+			for {
+				n, rerr = syscall.Read(int(fd), *buf)
+				if !errors.Is(rerr, syscall.EINTR) {
+					break
+				}
+			}
+			if errors.Is(rerr, syscall.EAGAIN) {
+				copyBuffers.Put(buf)
+				buf = nil
+				return false // park until readable
+			}
+			return true
+		})
+		if err != nil || rerr != nil || n <= 0 {
+			if buf != nil {
+				copyBuffers.Put(buf)
+			}
+			return // closed, reset, or end of stream
+		}
+		t.activity()
+		_, werr := dst.Write((*buf)[:n])
+		copyBuffers.Put(buf)
+		if werr != nil {
+			return
+		}
+	}
+}

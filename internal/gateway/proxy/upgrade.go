@@ -1,0 +1,218 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// handshakeTimeout bounds dialling the environment and reading its answer
+// to an upgrade request; the tunnel itself has no deadline.
+const handshakeTimeout = 30 * time.Second
+
+// isUpgrade reports an HTTP/1.1 protocol switch (WebSocket and the like).
+func isUpgrade(r *http.Request) bool {
+	return r.ProtoMajor == 1 && r.Header.Get("Upgrade") != "" &&
+		httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade")
+}
+
+// hopHeaders are the HTTP/1.1 hop-by-hop headers (RFC 9110, 7.6.1), which a
+// proxy never forwards as they are.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopHeaders(h http.Header) {
+	for _, f := range h["Connection"] {
+		for _, name := range strings.Split(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// serveUpgrade forwards a protocol switch. httputil.ReverseProxy would do
+// it too, but it holds two 32 KiB copy buffers and a goroutine per
+// connection for as long as a WebSocket stays open, idle or not; a
+// classroom keeps thousands open. Here the request and the 101 answer go
+// through net/http's own reader and writer, and the tunnel is two
+// goroutines that borrow a buffer only while bytes are moving (see
+// tunnel).
+func (p *Proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, req Request) {
+	tunnelled := false
+	defer func() {
+		if !tunnelled && req.Done != nil {
+			req.Done()
+		}
+	}()
+	protocol := r.Header.Get("Upgrade")
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	removeHopHeaders(out.Header)
+	p.rewrite(&httputil.ProxyRequest{In: r, Out: out}, req)
+	out.Header.Set("Connection", "Upgrade")
+	out.Header.Set("Upgrade", protocol)
+
+	ctx, cancel := context.WithTimeout(r.Context(), handshakeTimeout)
+	defer cancel()
+	upstream, err := p.dial(ctx, "tcp", req.Upstream)
+	if err != nil {
+		p.unavailable(w, r)
+		return
+	}
+	deadline, _ := ctx.Deadline()
+	_ = upstream.SetDeadline(deadline)
+	upReader := bufio.NewReaderSize(upstream, 4<<10)
+	if err := out.Write(upstream); err != nil {
+		_ = upstream.Close()
+		p.unavailable(w, r)
+		return
+	}
+	resp, err := http.ReadResponse(upReader, out)
+	if err != nil {
+		_ = upstream.Close()
+		p.unavailable(w, r)
+		return
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		// The environment declined: relay its answer as it is.
+		defer func() { _ = upstream.Close() }()
+		defer func() { _ = resp.Body.Close() }()
+		removeHopHeaders(resp.Header)
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_ = upstream.SetDeadline(time.Time{})
+		_, _ = io.Copy(w, resp.Body)
+		return
+	}
+	if !strings.EqualFold(resp.Header.Get("Upgrade"), protocol) {
+		_ = upstream.Close()
+		http.Error(w, fmt.Sprintf("the environment switched to %q, not the requested %q", resp.Header.Get("Upgrade"), protocol), http.StatusBadGateway)
+		return
+	}
+	client, clientBuf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		_ = upstream.Close()
+		http.Error(w, "this connection cannot switch protocols", http.StatusInternalServerError)
+		return
+	}
+	if err := p.switchProtocols(client, clientBuf, upstream, upReader, resp, req); err != nil {
+		_ = client.Close()
+		_ = upstream.Close()
+		return
+	}
+	tunnelled = true
+}
+
+// unavailable answers like a failed plain request: the environment may be
+// starting, so retrying soon is the right thing for a client to do.
+func (p *Proxy) unavailable(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, "the environment is not answering yet; retry in a few seconds", http.StatusBadGateway)
+}
+
+// switchProtocols sends the 101 answer, hands over what either side's
+// reader already buffered, and runs the tunnel until one side closes.
+func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, upstream net.Conn, upReader *bufio.Reader, resp *http.Response, req Request) error {
+	// net/http's read deadlines no longer apply to a hijacked connection,
+	// and the handshake's deadline must not apply to the tunnel.
+	if err := errors.Join(client.SetDeadline(time.Time{}), upstream.SetDeadline(time.Time{})); err != nil {
+		return fmt.Errorf("clearing deadlines: %w", err)
+	}
+	header := resp.Header.Clone()
+	removeHopHeaders(header)
+	header.Set("Connection", "Upgrade")
+	header.Set("Upgrade", resp.Header.Get("Upgrade"))
+	if _, err := fmt.Fprintf(clientBuf, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols)); err != nil {
+		return fmt.Errorf("writing the 101 answer: %w", err)
+	}
+	if err := header.Write(clientBuf); err != nil {
+		return fmt.Errorf("writing the 101 answer: %w", err)
+	}
+	if _, err := clientBuf.WriteString("\r\n"); err != nil {
+		return fmt.Errorf("writing the 101 answer: %w", err)
+	}
+	// Frames the environment sent right behind its answer.
+	if n := upReader.Buffered(); n > 0 {
+		early, _ := upReader.Peek(n)
+		if _, err := clientBuf.Write(early); err != nil {
+			return fmt.Errorf("forwarding early frames: %w", err)
+		}
+	}
+	if err := clientBuf.Flush(); err != nil {
+		return fmt.Errorf("writing the 101 answer: %w", err)
+	}
+	// Frames the client sent right behind its request.
+	if n := clientBuf.Reader.Buffered(); n > 0 {
+		early, _ := clientBuf.Peek(n)
+		if _, err := upstream.Write(early); err != nil {
+			return fmt.Errorf("forwarding early frames: %w", err)
+		}
+	}
+	// Both bufio readers are dropped here; the tunnel reads the sockets.
+	t := &tunnel{a: client, b: upstream, activity: req.Activity, done: req.Done}
+	go t.pump(client, upstream)
+	go t.pump(upstream, client)
+	return nil
+}
+
+// tunnel joins two connections until either side closes or fails; then
+// both are closed, as httputil.ReverseProxy does.
+type tunnel struct {
+	a, b     net.Conn
+	activity func()
+	done     func()
+	once     sync.Once
+}
+
+func (t *tunnel) close() {
+	t.once.Do(func() {
+		_ = t.a.Close()
+		_ = t.b.Close()
+		if t.done != nil {
+			t.done()
+		}
+	})
+}
+
+// copyBuffers lend a buffer to a tunnel direction while bytes move.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyBuffered is the portable copy loop, which keeps its buffer while it
+// waits for the next read.
+func (t *tunnel) copyBuffered(src, dst net.Conn) {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	for {
+		n, err := src.Read(*buf)
+		if n > 0 {
+			t.activity()
+			if _, werr := dst.Write((*buf)[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
