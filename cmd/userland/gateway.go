@@ -81,6 +81,8 @@ records activity. Every flag can also be set with an environment variable:
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
 	f.StringVar(&staticUpstream, "static-upstream", "", "send every environment's traffic to this host:port instead of its Service (benchmarks and local testing only)")
 	_ = f.MarkHidden("static-upstream")
+	f.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof; empty disables it (benchmarks)")
+	_ = f.MarkHidden("pprof-bind-address")
 	return cmd
 }
 

@@ -36,6 +36,8 @@ type options struct {
 	loadFor     time.Duration
 	concurrency int
 	gateway     bool
+	rollout     bool
+	keep        bool
 }
 
 func parseInts(s string) ([]int, error) {
@@ -74,6 +76,8 @@ func main() {
 	flag.DurationVar(&o.loadFor, "load-duration", 10*time.Second, "duration of each gateway load run")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "closed-loop load concurrency")
 	flag.BoolVar(&o.gateway, "gateway", true, "run the gateway benchmarks")
+	flag.BoolVar(&o.rollout, "rollout", true, "measure rollouts after provisioning")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
 	flag.Parse()
 	var err error
 	if o.sizes, err = parseInts(sizes); err != nil {
@@ -120,6 +124,8 @@ type gatewayResult struct {
 	WebSockets                  map[int]map[string]wsResult
 	ActivityRecorded            bool
 	GatewayPeakKiB, BarePeakKiB int64
+	// Profile is the top of the gateway's CPU profile under small GETs.
+	Profile string
 }
 
 func run(o options) error {
@@ -128,7 +134,11 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
+	if o.keep {
+		logf("work directory (kept): %s", dir)
+	} else {
+		defer func() { _ = os.RemoveAll(dir) }()
+	}
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
 		return err
@@ -139,7 +149,11 @@ func run(o options) error {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
-	c := env.Client
+	// A client that can watch, so waiting costs the API server nothing.
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return err
+	}
 	for _, f := range []string{"role.yaml", "roles.yaml"} {
 		if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", f)); err != nil {
 			return err
@@ -177,7 +191,12 @@ func run(o options) error {
 		if r.Baseline, err = baseline(ctx, c, n); err != nil {
 			return err
 		}
-		logf("N=%d: baseline ready in %s; now Userlands", n, r.Baseline.Round(time.Millisecond))
+		logf("N=%d: baseline ready in %s; deleting it", n, r.Baseline.Round(time.Millisecond))
+		took, err := deleteNamespace(ctx, c, fmt.Sprintf("baseline-%d", n))
+		if err != nil {
+			return err
+		}
+		logf("N=%d: baseline deleted in %s; now Userlands", n, took.Round(time.Millisecond))
 		cpu0 := cpuSeconds(pid)
 		t0 := time.Now()
 		ns := fmt.Sprintf("userland-%d", n)
@@ -209,11 +228,13 @@ func run(o options) error {
 		}
 		r.SteadyWrites = writes(steady)
 		r.SettledKiB, _ = memory(pid)
-		logf("N=%d: rollout of an image change (Immediate, maxUnavailable 25%%)", n)
-		if r.Rollout, err = rollout(ctx, c, ns, n); err != nil {
-			return err
+		if o.rollout {
+			logf("N=%d: rollout of an image change (Immediate, maxUnavailable 25%%)", n)
+			if r.Rollout, err = rollout(ctx, c, ns, n); err != nil {
+				return err
+			}
+			logf("N=%d: rollout done in %s", n, r.Rollout.Round(time.Millisecond))
 		}
-		logf("N=%d: rollout done in %s", n, r.Rollout.Round(time.Millisecond))
 		results = append(results, r)
 	}
 	var gw *gatewayResult
@@ -236,10 +257,13 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	if err != nil {
 		return nil, err
 	}
-	defer bare.stop()
+	defer func() { bare.stop() }()
 
 	// One signed-in user with a Ready environment.
-	c := env.Client
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return nil, err
+	}
 	if err := namespace(ctx, c, "gw"); err != nil {
 		return nil, err
 	}
@@ -271,22 +295,35 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	if err := kubeconfigFor(gwCfg, "bench-gateway", gwKubeconfig); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	pprofPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	gwAddr := fmt.Sprintf("127.0.0.1:%d", port)
-	gwProc, err := startProcess("gateway", filepath.Join(dir, "gateway.log"), bin, "gateway",
-		"--kubeconfig", gwKubeconfig, "--listen", gwAddr, "--metrics-bind-address=0",
-		"--auth-mode=static", "--static-users-file", users, "--session-keys-file", keys, "--insecure-cookies",
-		"--static-upstream", upAddr, "--activity-interval=1m")
+	gwPprof := fmt.Sprintf("127.0.0.1:%d", pprofPort)
+	startGateway := func() (*process, string, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, "", err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p, err := startProcess("gateway", filepath.Join(dir, "gateway.log"), bin, "gateway",
+			"--kubeconfig", gwKubeconfig, "--listen", addr, "--metrics-bind-address=0",
+			"--auth-mode=static", "--static-users-file", users, "--session-keys-file", keys, "--insecure-cookies",
+			"--static-upstream", upAddr, "--activity-interval=1m", "--pprof-bind-address", gwPprof)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := waitHTTP("http://" + addr + "/readyz"); err != nil {
+			p.stop()
+			return nil, "", err
+		}
+		return p, addr, nil
+	}
+	gwProc, gwAddr, err := startGateway()
 	if err != nil {
 		return nil, err
 	}
-	defer gwProc.stop()
-	if err := waitHTTP("http://" + gwAddr + "/readyz"); err != nil {
-		return nil, err
-	}
+	defer func() { gwProc.stop() }()
 	cookie, err := signIn("http://"+gwAddr, "bench", "bench-pw")
 	if err != nil {
 		return nil, err
@@ -303,7 +340,19 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 			ck = cookie
 		}
 		logf("gateway: closed loop, %d workers, %s: %s", o.concurrency, o.loadFor, name)
+		var profile chan string
+		if name == "gateway" {
+			// Profiled from a second in, for most of the run.
+			profile = make(chan string, 1)
+			go func() {
+				time.Sleep(time.Second)
+				profile <- cpuProfile(http.DefaultClient, "http://"+gwPprof, filepath.Join(dir, "gateway.pprof"), o.loadFor-3*time.Second)
+			}()
+		}
 		res.Small[name] = load(targets[name]+"/small", ck, o.concurrency, 0, o.loadFor)
+		if profile != nil {
+			res.Profile = <-profile
+		}
 		res.Big[name] = load(targets[name]+"/big", ck, o.concurrency/4, 0, o.loadFor)
 	}
 	res.HalfRate = res.Small["gateway"].RPS / 2
@@ -319,6 +368,18 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "gw", Name: "bench"}, &after); err == nil {
 		res.ActivityRecorded = after.Status.LastActivityTime != nil
 	}
+	_, res.GatewayPeakKiB = memory(gwProc.cmd.Process.Pid)
+	_, res.BarePeakKiB = memory(bare.cmd.Process.Pid)
+	// WebSockets are held by fresh processes, so the memory they add is not
+	// hidden in heap the load runs left behind.
+	gwProc.stop()
+	bare.stop()
+	if bare, bareAddr, err = child("bareproxy", upAddr); err != nil {
+		return nil, err
+	}
+	if gwProc, gwAddr, err = startGateway(); err != nil {
+		return nil, err
+	}
 	for _, n := range o.wsCounts {
 		res.WebSockets[n] = map[string]wsResult{}
 		logf("gateway: %d WebSockets through the bare proxy", n)
@@ -327,8 +388,6 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 		res.WebSockets[n]["gateway"] = holdWebSockets(ctx, "ws://"+gwAddr+"/u/gw/bench/ws", cookie, gwProc.cmd.Process.Pid, n, 20*time.Second)
 		time.Sleep(3 * time.Second)
 	}
-	_, res.GatewayPeakKiB = memory(gwProc.cmd.Process.Pid)
-	_, res.BarePeakKiB = memory(bare.cmd.Process.Pid)
 	return res, nil
 }
 

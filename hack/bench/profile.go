@@ -21,45 +21,60 @@ import (
 // returns the top entries of each as `go tool pprof -top` prints them.
 func takeProfiles(env *testenv.Environment, controllerPprof, dir string, after, length time.Duration) map[string]string {
 	time.Sleep(after)
-	query := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(length.Seconds()))
-	var mu sync.Mutex
 	out := map[string]string{}
-	set := func(name, v string) { mu.Lock(); out[name] = v; mu.Unlock() }
-	var wg sync.WaitGroup
-	get := func(name string, c *http.Client, url string) {
-		defer wg.Done()
-		resp, err := c.Get(url)
-		if err != nil {
-			set(name, "profile failed: "+err.Error())
-			return
-		}
-		defer func() { _ = resp.Body.Close() }()
-		path := filepath.Join(dir, name+".pprof")
-		f, err := os.Create(path)
-		if err == nil {
-			_, err = io.Copy(f, resp.Body)
-			_ = f.Close()
-		}
-		if err != nil || resp.StatusCode != http.StatusOK {
-			set(name, fmt.Sprintf("profile failed: %s %v", resp.Status, err))
-			return
-		}
-		top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", path).Output()
-		if err != nil {
-			set(name, "pprof failed: "+err.Error())
-			return
-		}
-		set(name, trimTop(string(top)))
-	}
 	apiClient, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
 		return map[string]string{"kube-apiserver": "profile failed: " + err.Error()}
 	}
-	wg.Add(2)
-	go get("kube-apiserver", apiClient, strings.TrimSuffix(env.Config.Host, "/")+query)
-	go get("controller", http.DefaultClient, controllerPprof+query)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, target := range map[string]struct {
+		c    *http.Client
+		base string
+	}{
+		// The host of envtest's config ends in a slash.
+		"kube-apiserver": {apiClient, strings.TrimSuffix(env.Config.Host, "/")},
+		"controller":     {http.DefaultClient, controllerPprof},
+	} {
+		wg.Go(func() {
+			top := cpuProfile(target.c, target.base, filepath.Join(dir, name+".pprof"), length)
+			mu.Lock()
+			out[name] = top
+			mu.Unlock()
+		})
+	}
 	wg.Wait()
 	return out
+}
+
+// cpuProfile takes a CPU profile from base's /debug/pprof, keeps it at
+// path, and returns its top entries by flat and by cumulative time.
+func cpuProfile(c *http.Client, base, path string, length time.Duration) string {
+	resp, err := c.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(length.Seconds())))
+	if err != nil {
+		return "profile failed: " + err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return "profile failed: " + resp.Status
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		_, err = io.Copy(f, resp.Body)
+		_ = f.Close()
+	}
+	if err != nil {
+		return "profile failed: " + err.Error()
+	}
+	flat, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", path).Output()
+	if err != nil {
+		return "pprof failed: " + err.Error()
+	}
+	cum, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-nodecount=25", path).Output()
+	if err != nil {
+		return "pprof failed: " + err.Error()
+	}
+	return trimTop(string(flat)) + "\n\nBy cumulative time:\n\n" + tableOnly(string(cum))
 }
 
 // trimTop keeps pprof's summary and table.
@@ -72,4 +87,15 @@ func trimTop(s string) string {
 		keep = append(keep, l)
 	}
 	return strings.Join(keep, "\n")
+}
+
+// tableOnly keeps the table of a pprof -top output.
+func tableOnly(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "flat%") {
+			return strings.Join(lines[i:], "\n")
+		}
+	}
+	return s
 }

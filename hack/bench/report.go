@@ -83,7 +83,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		p("")
 		p("- Userlands created with %d parallel creates; all Ready after %s. Baseline: the same parallelism creating Deployments and Services, all Available after %s.", parallelism, r.Userland.Round(time.Millisecond), r.Baseline.Round(time.Millisecond))
 		p("- Controller CPU while provisioning: %.1f s. RSS peak %.1f MiB, settled %.1f MiB after the steady window.", r.CPUSeconds, float64(r.PeakKiB)/1024, float64(r.SettledKiB)/1024)
-		p("- Rollout of an image change to all %d running environments (Immediate, maxUnavailable 25%%): %s.", r.N, r.Rollout.Round(time.Millisecond))
+		if r.Rollout > 0 {
+			p("- Rollout of an image change to all %d running environments (Immediate, maxUnavailable 25%%): %s.", r.N, r.Rollout.Round(time.Millisecond))
+		}
 		p("- Steady state: %d writes in %s.", r.SteadyWrites, r.SteadyWindow)
 		p("")
 		for _, name := range []string{"kube-apiserver", "controller"} {
@@ -127,7 +129,15 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 			p("| %s | %.0f | %s | %s | %d |", name, h.RPS, ms(h.P50), ms(h.P99), h.Errors)
 		}
 		p("")
-		p("Peak RSS: gateway %.1f MiB, bare proxy %.1f MiB.", float64(gw.GatewayPeakKiB)/1024, float64(gw.BarePeakKiB)/1024)
+		p("Peak RSS during the load runs: gateway %.1f MiB, bare proxy %.1f MiB. WebSockets are then held by freshly started gateway and bare-proxy processes, each connection sending a frame every 5 s, and RSS growth is divided by the connections held.", float64(gw.GatewayPeakKiB)/1024, float64(gw.BarePeakKiB)/1024)
+		if gw.Profile != "" {
+			p("")
+			p("CPU profile of the gateway under the small-GET closed loop (`go tool pprof -top`):")
+			p("")
+			p("```")
+			p("%s", gw.Profile)
+			p("```")
+		}
 	}
 	p("")
 	p("## Not measured")

@@ -206,14 +206,19 @@ func Deployment(ul *v1alpha1.Userland, pod corev1.PodTemplateSpec, replicas int3
 	return d
 }
 
-// Service builds the ClusterIP Service the gateway proxies to.
+// Service builds the environment's headless Service: its DNS name resolves
+// straight to the ready pod, which is all the gateway needs. Without a
+// cluster IP there is no IP allocation (the slowest write when a class
+// starts at once), no kube-proxy rules on every node for each of
+// thousands of environments, and no address range to run out of.
 func Service(ul *v1alpha1.Userland, port int32) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: ownedMeta(ul),
 		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: map[string]string{v1alpha1.LabelUserland: ul.Name},
+			Type:      corev1.ServiceTypeClusterIP,
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{v1alpha1.LabelUserland: ul.Name},
 			Ports: []corev1.ServicePort{{
 				Name: "http", Protocol: corev1.ProtocolTCP,
 				Port: port, TargetPort: intstr.FromInt32(port),

@@ -165,6 +165,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	r := &UserlandReconciler{
 		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorder("userland-controller"),
 		Clock:            opts.Clock,
 		Routes:           Routes{GatewayURL: gatewayURL},

@@ -76,7 +76,7 @@ func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- phaseDesc 
 
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	var list v1alpha1.UserlandList
-	if err := c.reader.List(context.Background(), &list); err != nil {
+	if err := c.reader.List(context.Background(), &list, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(phaseDesc, err)
 		return
 	}
@@ -84,8 +84,8 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		v1alpha1.PhasePending: 0, v1alpha1.PhaseStarting: 0, v1alpha1.PhaseReady: 0,
 		v1alpha1.PhaseStopped: 0, v1alpha1.PhaseFailed: 0,
 	}
-	for _, ul := range list.Items {
-		counts[ul.Status.Phase]++
+	for i := range list.Items {
+		counts[list.Items[i].Status.Phase]++
 	}
 	for phase, n := range counts {
 		if phase == "" {

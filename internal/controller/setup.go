@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,17 +30,69 @@ func CacheOptions() cache.Options {
 		// here: server-side apply works from the desired object alone.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            {Label: managed},
+			&appsv1.Deployment{}:            {Label: managed, Transform: slimDeployment},
 			&corev1.Service{}:               {Label: managed},
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
 			&networkingv1.NetworkPolicy{}:   {Label: managed},
-			&corev1.Pod{}:                   {Label: managed},
+			&corev1.Pod{}:                   {Label: managed, Transform: slimPod},
 		}}
+}
+
+// slimDeployment keeps what the reconciler reads from a Deployment — its
+// metadata, replicas, pod-template annotations (template hash, restart
+// request) and status — and drops the pod spec, the bulk of the object:
+// whether a Deployment is current is decided by the applied hash.
+func slimDeployment(obj any) (any, error) {
+	dep, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return obj, nil
+	}
+	dep.ManagedFields = nil
+	dep.Spec.Template.Spec = corev1.PodSpec{}
+	dep.Spec.Template.Labels = nil
+	return dep, nil
+}
+
+// slimPod keeps a pod's metadata and the parts of its status that health
+// is judged by (conditions, container states); the spec and addresses are
+// never read and are most of a pod.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	pod.ManagedFields = nil
+	pod.Spec = corev1.PodSpec{}
+	pod.Status = corev1.PodStatus{
+		Phase:                 pod.Status.Phase,
+		Conditions:            pod.Status.Conditions,
+		InitContainerStatuses: slimContainerStatuses(pod.Status.InitContainerStatuses),
+		ContainerStatuses:     slimContainerStatuses(pod.Status.ContainerStatuses),
+	}
+	return pod, nil
+}
+
+func slimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, cs := range in {
+		out[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State, Ready: cs.Ready, RestartCount: cs.RestartCount}
+	}
+	return out
 }
 
 // SetupIndexes registers the field indexes the reconcilers rely on.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	return mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Userland{}, IndexTemplateKey, IndexUserlandByTemplate)
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, &v1alpha1.Userland{}, IndexTemplateKey, IndexUserlandByTemplate); err != nil {
+		return fmt.Errorf("indexing userlands by template: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &v1alpha1.Userland{}, IndexPendingTemplateKey, IndexPendingUserlandByTemplate); err != nil {
+		return fmt.Errorf("indexing pending userlands by template: %w", err)
+	}
+	return nil
 }
 
 // SetupWithManager registers the Userland reconciler and its watches.
@@ -78,17 +131,19 @@ func (r *UserlandReconciler) userlandsOfTemplate(kind v1alpha1.TemplateKind) han
 }
 
 func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPending bool) []reconcile.Request {
+	index := IndexTemplateKey
+	if onlyPending {
+		index = IndexPendingTemplateKey
+	}
 	var list v1alpha1.UserlandList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}); err != nil {
+	// Read-only: the cache's objects are not copied.
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index: key}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing userlands of template", "template", key)
 		return nil
 	}
-	var reqs []reconcile.Request
-	for _, ul := range list.Items {
-		if onlyPending && !ul.Status.UpdatePending {
-			continue
-		}
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}})
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
 }

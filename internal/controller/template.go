@@ -37,6 +37,22 @@ func IndexUserlandByTemplate(obj client.Object) []string {
 	return []string{UserlandTemplateKey(ul)}
 }
 
+// IndexPendingTemplateKey indexes only the Userlands waiting for their
+// template's update, by template: a Deployment becoming available frees
+// rollout budget for those few, and finding them must not cost a walk over
+// every environment of the template on each of the many Deployment events.
+const IndexPendingTemplateKey = "userland.dev/pending-template-key"
+
+// IndexPendingUserlandByTemplate is the indexer function for
+// IndexPendingTemplateKey.
+func IndexPendingUserlandByTemplate(obj client.Object) []string {
+	ul, ok := obj.(*v1alpha1.Userland)
+	if !ok || !ul.Status.UpdatePending {
+		return nil
+	}
+	return []string{UserlandTemplateKey(ul)}
+}
+
 // resolvedTemplate is a template of either kind.
 type resolvedTemplate struct {
 	kind v1alpha1.TemplateKind

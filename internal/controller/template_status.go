@@ -51,13 +51,15 @@ func (r *TemplateStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	var list v1alpha1.UserlandList
 	key := TemplateKey(r.Kind, req.Namespace, req.Name)
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}); err != nil {
+	// Read-only: the cache's objects are not copied.
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing userlands of %s: %w", key, err)
 	}
 	next := *status.DeepCopy()
 	next.ObservedGeneration = obj.GetGeneration()
 	next.Userlands, next.ReadyUserlands, next.UpdatesPending = int32(len(list.Items)), 0, 0
-	for _, ul := range list.Items {
+	for i := range list.Items {
+		ul := &list.Items[i]
 		if ul.Status.Phase == v1alpha1.PhaseReady {
 			next.ReadyUserlands++
 		}

@@ -33,6 +33,9 @@ const FieldOwner = "userland-controller"
 type UserlandReconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
+	// APIReader reads past the cache, which holds only labelled children,
+	// to tell a foreign object with a child's name from a cache that lags.
+	APIReader client.Reader
 	// Recorder emits Events on Userlands.
 	Recorder recorder.EventRecorder
 	// Clock is injected so idle and rollout timing is tested without
@@ -56,7 +59,8 @@ type UserlandReconciler struct {
 // +kubebuilder:rbac:groups=userland.dev,resources=templates;clustertemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=userland.dev,resources=templates/status;clustertemplates/status,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=services;persistentvolumeclaims,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
@@ -103,8 +107,10 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		r.resolveTemplate,
 		r.observe,
 		r.reconcileVolumes,
-		r.reconcileService,
+		// The policy exists before any pod, so no pod is ever open to
+		// other users' pods.
 		r.reconcileNetworkPolicy,
+		r.reconcileService,
 		r.reconcileDeployment,
 		r.reconcileStatus,
 	}

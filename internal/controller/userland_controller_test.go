@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -79,8 +80,8 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 	if err := env.Client.Get(ctx, key, &svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Spec.Ports[0].Port != 8080 || !metav1.IsControlledBy(&svc, ul) {
-		t.Errorf("service port %d controlled=%v, want 8080 and owned", svc.Spec.Ports[0].Port, metav1.IsControlledBy(&svc, ul))
+	if svc.Spec.Ports[0].Port != 8080 || !metav1.IsControlledBy(&svc, ul) || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("service port %d controlled=%v clusterIP %q, want 8080, owned and headless", svc.Spec.Ports[0].Port, metav1.IsControlledBy(&svc, ul), svc.Spec.ClusterIP)
 	}
 	var np networkingv1.NetworkPolicy
 	if err := env.Client.Get(ctx, key, &np); err != nil {
@@ -628,4 +629,95 @@ func waitStopped(t *testing.T, ns, name string, reason v1alpha1.StoppedReason) *
 		t.Fatalf("stopped (%s) deployment replicas %v (err %v), want 0", reason, dep.Spec.Replicas, err)
 	}
 	return ul
+}
+
+func TestTemplatePortChangeUpdatesTheServiceInPlace(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	key := client.ObjectKey{Namespace: ns, Name: "u"}
+	var before corev1.Service
+	if err := env.Client.Get(ctx, key, &before); err != nil {
+		t.Fatal(err)
+	}
+	// Another party's annotation must survive the controller's update.
+	patch := []byte(`{"metadata":{"annotations":{"example.org/owner":"platform-team"}}}`)
+	if err := env.Client.Patch(ctx, &before, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var tmpl v1alpha1.Template
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t"}, &tmpl); err != nil {
+			return err
+		}
+		tmpl.Spec.HTTP.Port = 9090
+		tmpl.Spec.PodTemplate.Spec.Containers[0].Ports[0].ContainerPort = 9090
+		return env.Client.Update(ctx, &tmpl)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after corev1.Service
+	eventually(t, time.Minute, "the Service moved to port 9090", func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, key, &after); err != nil {
+			return false, err
+		}
+		return len(after.Spec.Ports) == 1 && after.Spec.Ports[0].Port == 9090, nil
+	})
+	want := corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 9090, TargetPort: intstr.FromInt32(9090)}
+	if diff := cmp.Diff(want, after.Spec.Ports[0]); diff != "" {
+		t.Errorf("service port (-want +got):\n%s", diff)
+	}
+	if after.UID != before.UID || after.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("the Service was replaced or got a cluster IP (uid %s→%s, IP %q); it must stay headless and be updated in place", before.UID, after.UID, after.Spec.ClusterIP)
+	}
+	if after.Annotations["example.org/owner"] != "platform-team" {
+		t.Errorf("another party's annotation was lost: %v", after.Annotations)
+	}
+}
+
+func TestServicesWithAClusterIPAreReplacedAndForeignOnesLeftAlone(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	// "old" waits for its template, so its Service can be planted first,
+	// as a controller that still made ClusterIP Services would have left it.
+	create(t, userland(ns, "old", "alice", "t"))
+	waitPhase(t, ns, "old", v1alpha1.PhasePending)
+	old, err := get(t, ctx, ns, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := controller.Service(old, 8080)
+	legacy.Spec.ClusterIP = ""
+	foreign := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	create(t, legacy, foreign)
+	if legacy.Spec.ClusterIP == "" || legacy.Spec.ClusterIP == corev1.ClusterIPNone {
+		t.Fatalf("the planted Service got cluster IP %q", legacy.Spec.ClusterIP)
+	}
+	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "taken", "bob", "t"))
+
+	waitPhase(t, ns, "old", v1alpha1.PhaseReady)
+	eventually(t, time.Minute, "the legacy Service replaced by a headless one", func(ctx context.Context) (bool, error) {
+		var svc corev1.Service
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "old"}, &svc)
+		return err == nil && svc.UID != legacy.UID && svc.Spec.ClusterIP == corev1.ClusterIPNone, client.IgnoreNotFound(err)
+	})
+
+	taken := waitPhase(t, ns, "taken", v1alpha1.PhaseFailed)
+	if c := condition(taken, v1alpha1.ConditionReady); c == nil || c.Reason != "NameConflict" {
+		t.Errorf("Ready condition %+v, want reason NameConflict", c)
+	}
+	var still corev1.Service
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, &still); err != nil {
+		t.Fatal(err)
+	}
+	if still.UID != foreign.UID || len(still.OwnerReferences) != 0 || still.Spec.Ports[0].Port != 80 {
+		t.Errorf("another party's Service was changed: uid %s (was %s), owners %v, port %d", still.UID, foreign.UID, still.OwnerReferences, still.Spec.Ports[0].Port)
+	}
 }

@@ -37,6 +37,8 @@ type Options struct {
 	Listen string
 	// MetricsAddr serves Prometheus metrics ("0" disables).
 	MetricsAddr string
+	// PprofAddr serves net/http/pprof when set (profiling benchmarks).
+	PprofAddr string
 	// AuthMode is "static", "header", "oidc" or "github".
 	AuthMode string
 	// StaticUsersFile lists static users (static mode).
@@ -118,8 +120,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  controller.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme:           controller.Scheme(),
+		Metrics:          metricsserver.Options{BindAddress: opts.MetricsAddr},
+		PprofBindAddress: opts.PprofAddr,
 		// The gateway reconciles nothing; every replica serves.
 		LeaderElection: false,
 		Cache: cache.Options{

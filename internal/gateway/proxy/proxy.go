@@ -111,8 +111,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
 		defer req.Done()
 	}
 	rp := &httputil.ReverseProxy{
-		Transport:     p.transport,
-		FlushInterval: -1, // stream SSE and chunked responses as they come
+		Transport: p.transport,
+		// ReverseProxy flushes responses of unknown length (chunked
+		// streams) and text/event-stream at once by itself; flushing every
+		// write of a sized response too would cost a syscall per write.
+		FlushInterval: 0,
 		Rewrite:       func(pr *httputil.ProxyRequest) { p.rewrite(pr, req) },
 		ErrorHandler:  func(w http.ResponseWriter, r *http.Request, _ error) { p.unavailable(w, r) },
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/securecookie"
@@ -51,7 +52,18 @@ type Store struct {
 	ttl      time.Duration
 	secure   bool
 	now      func() time.Time
+
+	// verified remembers cookies that decoded and verified, by value:
+	// every proxied request carries one, and verifying it (HMAC, AES,
+	// JSON) was the largest piece of the gateway's own CPU per request
+	// (docs/benchmarks.md). An entry is only as good as its payload's
+	// expiry, which is checked on every use.
+	verifiedMu sync.RWMutex
+	verified   map[string]payload
 }
+
+// maxVerified bounds the verified-cookie memo; when full it starts over.
+const maxVerified = 16384
 
 // NewStore builds a store. The first key signs and encrypts new sessions;
 // every key is accepted when reading, so keys rotate without signing
@@ -81,7 +93,7 @@ func NewStore(keys []Key, ttl time.Duration, secure bool, now func() time.Time) 
 		sc.MaxAge(int(ttl.Seconds()) + 60)
 		sc.SetSerializer(securecookie.JSONEncoder{})
 	}
-	return &Store{codecs: codecs, csrfKeys: csrfKeys, ttl: ttl, secure: secure, now: now}, nil
+	return &Store{codecs: codecs, csrfKeys: csrfKeys, ttl: ttl, secure: secure, now: now, verified: map[string]payload{}}, nil
 }
 
 // Save writes a session cookie for id.
@@ -116,11 +128,21 @@ func (s *Store) Load(r *http.Request) (Identity, error) {
 	if err != nil {
 		return Identity{}, ErrNoSession
 	}
-	var p payload
-	if err := securecookie.DecodeMulti(CookieName, c.Value, &p, s.codecs...); err != nil {
-		return Identity{}, ErrNoSession
+	s.verifiedMu.RLock()
+	p, known := s.verified[c.Value]
+	s.verifiedMu.RUnlock()
+	if !known {
+		if err := securecookie.DecodeMulti(CookieName, c.Value, &p, s.codecs...); err != nil || p.User == "" {
+			return Identity{}, ErrNoSession
+		}
+		s.verifiedMu.Lock()
+		if len(s.verified) >= maxVerified {
+			clear(s.verified)
+		}
+		s.verified[c.Value] = p
+		s.verifiedMu.Unlock()
 	}
-	if p.User == "" || s.now().Unix() >= p.Expires {
+	if s.now().Unix() >= p.Expires {
 		return Identity{}, ErrNoSession
 	}
 	return p.Identity, nil
