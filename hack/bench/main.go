@@ -126,7 +126,12 @@ type gatewayResult struct {
 	GatewayPeakKiB, BarePeakKiB int64
 	// Profile is the top of the gateway's CPU profile under small GETs.
 	Profile string
+	// Wakes are requests to an idle-stopped environment.
+	Wakes []wakeSample
 }
+
+// wakeSamples is how many wakes are timed.
+const wakeSamples = 5
 
 func run(o options) error {
 	ctx := context.Background()
@@ -239,14 +244,14 @@ func run(o options) error {
 	}
 	var gw *gatewayResult
 	if o.gateway {
-		if gw, err = benchGateway(ctx, o, env, dir, bin); err != nil {
+		if gw, err = benchGateway(ctx, o, env, dir, bin, auditLog); err != nil {
 			return err
 		}
 	}
 	return writeReport(o, results, gw)
 }
 
-func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir, bin string) (*gatewayResult, error) {
+func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir, bin, auditLog string) (*gatewayResult, error) {
 	res := &gatewayResult{Small: map[string]loadResult{}, Big: map[string]loadResult{}, Half: map[string]loadResult{}, WebSockets: map[int]map[string]wsResult{}}
 	up, upAddr, err := child("upstream")
 	if err != nil {
@@ -267,7 +272,11 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	if err := namespace(ctx, c, "gw"); err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, benchTemplate("gw")); err != nil {
+	gwTemplate := benchTemplate("gw")
+	// Long enough that the load runs never stop it; wakes are measured by
+	// moving its last activity back instead of waiting.
+	gwTemplate.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 10 * time.Minute}}
+	if err := c.Create(ctx, gwTemplate); err != nil {
 		return nil, err
 	}
 	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "bench"},
@@ -378,6 +387,11 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 		return nil, err
 	}
 	if gwProc, gwAddr, err = startGateway(); err != nil {
+		return nil, err
+	}
+	// Wakes first, while the fresh gateway has no activity left to record.
+	logf("gateway: %d wakes of an idle-stopped environment", wakeSamples)
+	if res.Wakes, err = measureWakes(ctx, c, auditLog, "http://"+gwAddr+"/u/gw/bench", cookie, client.ObjectKey{Namespace: "gw", Name: "bench"}, wakeSamples); err != nil {
 		return nil, err
 	}
 	for _, n := range o.wsCounts {

@@ -74,6 +74,10 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 			}
 			p("| idle proxied WebSockets, %d held | %s | %.1f KiB each, %d opened, %d dropped | bare proxy %.1f KiB each, %d dropped | %.2f | %s |", n, target, g.KiBPerConn, g.Opened, g.Dropped, bare.KiBPerConn, bare.Dropped, g.KiBPerConn/bare.KiBPerConn, verdict(ok))
 		}
+		if len(gw.Wakes) > 0 {
+			m := medianWake(gw.Wakes)
+			p("| wake-on-request latency minus the pod's own time to Ready (median of %d) | no target set | %s (request %s, pod %s) | — | — | — |", len(gw.Wakes), ms(m.Overhead()), ms(m.Request), ms(m.Pod))
+		}
 	}
 	p("")
 	p("## Provisioning and API economy")
@@ -139,10 +143,21 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 			p("```")
 		}
 	}
+	if gw != nil && len(gw.Wakes) > 0 {
+		p("")
+		p("### Wake on request")
+		p("")
+		p("The environment is stopped as idle (its last activity moved two hours back), then one plain request (not a page load, so the gateway holds it rather than answering with a progress page) is sent through the gateway and timed until its proxied answer. The pod's own time is from its creation to the status write that made it Ready, both as the API server's audit log timed them; the rest is Userland (gateway wake, controller, status, the gateway noticing) plus the controller-manager and scheduler turning a scaled Deployment into a pod.")
+		p("")
+		p("| sample | request | pod's own | overhead |")
+		p("|---|---|---|---|")
+		for i, w := range gw.Wakes {
+			p("| %d | %s | %s | %s |", i+1, ms(w.Request), ms(w.Pod), ms(w.Overhead()))
+		}
+	}
 	p("")
 	p("## Not measured")
 	p("")
-	p("- Wake-on-request latency minus the pod's own time to Ready: not in this harness yet. kwok marks pods Ready without a container start, and pod condition timestamps have one-second resolution, so a meaningful figure needs a finer clock on the pod side.")
 	p("- N = 5000 (run `go run ./hack/bench -n 5000`).")
 	if err := os.MkdirAll("docs", 0o755); err != nil {
 		return err

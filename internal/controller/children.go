@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -21,8 +23,16 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
 
-// apply server-side-applies desired unless the cached object already carries
-// the same applied hash: after convergence the controller sends nothing.
+// apply brings a Deployment or NetworkPolicy to desired, sending nothing
+// when the cached object already carries the same applied hash: after
+// convergence the controller writes nothing.
+//
+// A child that does not exist yet is created with a plain create: the API
+// server answered an apply-create about three times slower than a create
+// while a class was provisioning (docs/benchmarks.md). Later changes are
+// server-side applies with one field owner; before the first of them the
+// create's field ownership is converted into the apply's (csaupgrade), so
+// a field the template drops is removed rather than left behind.
 func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.Object) error {
 	hash := hashOf(desired)
 	if cached != nil && cached.GetAnnotations()[AnnotationAppliedHash] == hash {
@@ -35,6 +45,20 @@ func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.O
 	annotations[AnnotationAppliedHash] = hash
 	desired.SetAnnotations(annotations)
 
+	kind := desired.GetObjectKind().GroupVersionKind().Kind
+	if cached == nil {
+		err := r.Client.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner))
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s/%s: %w", kind, desired.GetNamespace(), desired.GetName(), terminalIfNamespaceTerminating(err))
+		}
+		// It exists but the cache has not shown it yet: apply.
+	}
+	if err := r.adoptCreatedFields(ctx, desired); err != nil {
+		return err
+	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 	if err != nil {
 		return fmt.Errorf("converting %T to unstructured: %w", desired, err)
@@ -47,6 +71,31 @@ func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.O
 	obj := &unstructured.Unstructured{Object: u}
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), terminalIfNamespaceTerminating(err))
+	}
+	return nil
+}
+
+// adoptCreatedFields turns the field ownership the controller's create
+// recorded (an Update entry) into ownership by its applies. The cache holds
+// no managedFields, so the live object is read; the patch is sent once per
+// object and guarded by its resourceVersion.
+func (r *UserlandReconciler) adoptCreatedFields(ctx context.Context, desired client.Object) error {
+	live := desired.DeepCopyObject().(client.Object)
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // gone meanwhile: the apply creates it
+		}
+		return fmt.Errorf("reading %s/%s before applying: %w", desired.GetNamespace(), desired.GetName(), err)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldOwner), FieldOwner)
+	if err != nil {
+		return fmt.Errorf("converting field ownership of %s/%s: %w", desired.GetNamespace(), desired.GetName(), err)
+	}
+	if patch == nil {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("converting field ownership of %s/%s: %w", desired.GetNamespace(), desired.GetName(), err)
 	}
 	return nil
 }

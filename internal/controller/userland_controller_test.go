@@ -721,3 +721,56 @@ func TestServicesWithAClusterIPAreReplacedAndForeignOnesLeftAlone(t *testing.T) 
 		t.Errorf("another party's Service was changed: uid %s (was %s), owners %v, port %d", still.UID, foreign.UID, still.OwnerReferences, still.Spec.Ports[0].Port)
 	}
 }
+
+func TestFieldsATemplateDropsLeaveTheDeployment(t *testing.T) {
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutImmediate
+	tmpl.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "THEME", Value: "dark"}, {Name: "KEEP", Value: "yes"}}
+	create(t, tmpl, userland(ns, "u", "alice", "t"))
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur v1alpha1.Template
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t"}, &cur); err != nil {
+			return err
+		}
+		cur.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KEEP", Value: "yes"}}
+		return env.Client.Update(ctx, &cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	eventually(t, time.Minute, "THEME removed from the Deployment", func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, &dep); err != nil {
+			return false, err
+		}
+		for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "THEME" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	var names []string
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		if !strings.HasPrefix(e.Name, "USERLAND_") {
+			names = append(names, e.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"KEEP"}, names); diff != "" {
+		t.Errorf("template variables in the Deployment (-want +got):\n%s", diff)
+	}
+	var ours []string
+	for _, m := range dep.ManagedFields {
+		if m.Manager == controller.FieldOwner {
+			ours = append(ours, string(m.Operation))
+		}
+	}
+	if diff := cmp.Diff([]string{string(metav1.ManagedFieldsOperationApply)}, ours); diff != "" {
+		t.Errorf("the controller's field ownership (-want +got):\n%s", diff)
+	}
+}
