@@ -226,7 +226,9 @@ type AutoProvisionSpec struct {
 	EmailDomains []string `json:"emailDomains,omitempty"`
 }
 
-// TemplateStatus reports how the template's Userlands are doing.
+// TemplateStatus reports how the template's Userlands are doing. The counts
+// are recounted at most every five seconds, so a class starting at once
+// costs a few status writes rather than one per Userland.
 type TemplateStatus struct {
 	// ObservedGeneration is the generation the status was computed from.
 	// +optional

@@ -66,7 +66,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect a leader so that only one replica reconciles")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
-	f.IntVar(&opts.Workers, "workers", 4, "Userlands reconciled in parallel")
+	f.IntVar(&opts.Workers, "workers", 16, "Userlands reconciled in parallel (a reconcile mostly waits on the API server)")
 	f.StringVar(&opts.GatewayURL, "gateway-url", "", "external URL of the gateway, e.g. https://userland.example.edu; sets status.url")
 	f.StringVar(&opts.GatewaySelector, "gateway-pod-selector", "app.kubernetes.io/name=userland-gateway", "label selector of the gateway's pods; NetworkPolicies admit only them")
 	f.DurationVar(&opts.RolloutIdleAfter, "rollout-idle-after", 10*time.Minute, "how long without activity before a WhenIdle template change is applied to a running environment")

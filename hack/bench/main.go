@@ -18,6 +18,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"golang.org/x/crypto/bcrypt"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +59,7 @@ func parseInts(s string) ([]int, error) {
 }
 
 func main() {
+	ctrllog.SetLogger(logr.Discard()) // the clients' own logging is noise here
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "upstream":
@@ -165,12 +169,12 @@ func run(o options) error {
 		}
 	}
 	const controllerUser = "bench-controller"
-	ctrlCfg, err := env.ConfigBoundTo(ctx, controllerUser, "userland-controller")
+	ctrlCfg, err := env.CertConfigBoundTo(ctx, controllerUser, "userland-controller")
 	if err != nil {
 		return err
 	}
 	ctrlKubeconfig := filepath.Join(dir, "controller.kubeconfig")
-	if err := kubeconfigFor(ctrlCfg, controllerUser, ctrlKubeconfig); err != nil {
+	if err := kubeconfigFor(ctrlCfg, ctrlKubeconfig); err != nil {
 		return err
 	}
 	pprofPort, err := freePort()
@@ -232,7 +236,9 @@ func run(o options) error {
 			return err
 		}
 		r.SteadyWrites = writes(steady)
-		r.SettledKiB, _ = memory(pid)
+		var peak int64
+		r.SettledKiB, peak = memory(pid)
+		r.PeakKiB = max(r.PeakKiB, peak)
 		if o.rollout {
 			logf("N=%d: rollout of an image change (Immediate, maxUnavailable 25%%)", n)
 			if r.Rollout, err = rollout(ctx, c, ns, n); err != nil {
@@ -296,12 +302,12 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	if err := os.WriteFile(keys, []byte(strings.Repeat("A", 86)+"==\n"), 0o600); err != nil {
 		return nil, err
 	}
-	gwCfg, err := env.ConfigBoundTo(ctx, "bench-gateway", "userland-gateway")
+	gwCfg, err := env.CertConfigBoundTo(ctx, "bench-gateway", "userland-gateway")
 	if err != nil {
 		return nil, err
 	}
 	gwKubeconfig := filepath.Join(dir, "gateway.kubeconfig")
-	if err := kubeconfigFor(gwCfg, "bench-gateway", gwKubeconfig); err != nil {
+	if err := kubeconfigFor(gwCfg, gwKubeconfig); err != nil {
 		return nil, err
 	}
 	pprofPort, err := freePort()

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
 )
 
 // wakeSample is one request to an idle-stopped environment.
@@ -30,15 +31,23 @@ type wakeSample struct {
 // Overhead is what Userland adds to a wake.
 func (w wakeSample) Overhead() time.Duration { return w.Request - w.Pod }
 
-// measureWakes stops the environment as idle (its last activity moved two
-// hours back), then sends one plain request through the gateway and times
+// measureWakes stops the environment as idle (its last activity and last
+// start moved two hours back), then sends one plain request through the gateway and times
 // it, samples times.
 func measureWakes(ctx context.Context, c client.WithWatch, auditLog, gatewayURL, cookie string, key types.NamespacedName, samples int) ([]wakeSample, error) {
 	var out []wakeSample
 	for range samples {
-		past := metav1.NewTime(time.Now().Add(-2 * time.Hour))
+		// Idle time counts from the later of the last activity and the
+		// last start (an annotation on the Deployment): both move back.
+		past := time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, controller.AnnotationStartedAt, past)
+		if err := c.Patch(ctx, dep, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return nil, fmt.Errorf("moving the start back: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond) // the controller's cache sees it
 		ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		patch := fmt.Appendf(nil, `{"status":{"lastActivityTime":%q}}`, past.UTC().Format(time.RFC3339))
+		patch = fmt.Appendf(nil, `{"status":{"lastActivityTime":%q}}`, past)
 		if err := c.Status().Patch(ctx, ul, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return nil, fmt.Errorf("moving last activity back: %w", err)
 		}

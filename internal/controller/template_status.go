@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -22,7 +24,7 @@ import (
 // template is recounted: a class of 500 starting at once then costs a
 // handful of status writes instead of one per Userland event. Counts lag
 // by at most this much.
-const templateStatusBatch = 2 * time.Second
+const templateStatusBatch = 5 * time.Second
 
 // TemplateStatusReconciler keeps a template's counts of Userlands, ready
 // ones and pending updates. It is one narrow controller per template kind.
@@ -90,7 +92,9 @@ func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("status-"+string(r.Kind)).
-		For(forObj).
+		// Only spec changes: the status writes this reconciler makes must
+		// not bring it straight back, outside the batching window.
+		For(forObj, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Userland{}, handler.Funcs{
 			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				r.enqueueTemplateOf(e.Object, q)

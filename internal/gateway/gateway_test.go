@@ -473,6 +473,26 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 	if n := f.metric(t, "userland_gateway_wakes_total", nil); n != 1 {
 		t.Errorf("wakes counted %v, want 1", n)
 	}
+
+	// Idle again soon after: the next request wakes it again rather than
+	// waiting on the wake before, which has finished.
+	clock.SetTime(clock.Now().Add(6 * time.Minute))
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(ul.DeepCopy())
+	ul.Annotations = map[string]string{"test/poke": "2"}
+	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	resp, body = get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/api", map[string]string{"Accept": "application/json"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"user":"alice"`) {
+		t.Fatalf("held request after the second stop: %s %s", resp.Status, body)
+	}
+	if n := f.metric(t, "userland_gateway_wakes_total", nil); n != 2 {
+		t.Errorf("wakes counted %v, want 2", n)
+	}
 }
 
 func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {

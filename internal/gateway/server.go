@@ -70,8 +70,9 @@ type Server struct {
 	Dashboard *dashboard.Dashboard
 
 	wakingMu sync.Mutex
-	// waking remembers environments this replica woke recently, so the
-	// burst of requests a starting app gets writes one wake, not one each.
+	// waking remembers environments this replica is waking, so the burst
+	// of requests a starting app gets writes one wake, not one each. An
+	// entry goes when the environment serves, or after the wake timeout.
 	waking map[types.NamespacedName]time.Time
 }
 
@@ -202,6 +203,9 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t rout
 			return
 		}
 	}
+	// Once it serves, a wake is no longer in flight: should it stop again,
+	// the next request wakes it again at once.
+	s.forgetWake(key)
 	upstream, err := s.Resolver.Resolve(ul.Namespace, ul.Name, spec.HTTP.Port)
 	if err != nil {
 		http.Error(w, "environment address unknown", http.StatusBadGateway)
