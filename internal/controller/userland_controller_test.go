@@ -527,7 +527,13 @@ func TestNothingIsWrittenAfterConvergence(t *testing.T) {
 	for _, n := range names {
 		waitPhase(t, ns, n, v1alpha1.PhaseReady)
 	}
-	time.Sleep(2 * time.Second) // let the last status and template-count writes land
+	// The template's counts are batched; convergence includes them.
+	eventually(t, 30*time.Second, "the template counted five ready", func(ctx context.Context) (bool, error) {
+		var tmpl v1alpha1.Template
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t"}, &tmpl)
+		return err == nil && tmpl.Status.Userlands == 5 && tmpl.Status.ReadyUserlands == 5, err
+	})
+	time.Sleep(time.Second) // the write that set them has been counted
 	before := ctrl.writes.count(ns)
 	time.Sleep(30 * time.Second)
 	if writes := ctrl.writes.count(ns) - before; writes != 0 {
