@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +34,7 @@ import (
 // server-side applies with one field owner; before the first of them the
 // create's field ownership is converted into the apply's (csaupgrade), so
 // a field the template drops is removed rather than left behind.
-func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.Object) error {
+func (r *UserlandReconciler) apply(ctx context.Context, s *reconcileState, desired, cached client.Object) error {
 	hash := hashOf(desired)
 	if cached != nil && cached.GetAnnotations()[AnnotationAppliedHash] == hash {
 		return nil
@@ -54,7 +55,7 @@ func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.O
 		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s %s/%s: %w", kind, desired.GetNamespace(), desired.GetName(), terminalIfNamespaceTerminating(err))
 		}
-		// It exists but the cache has not shown it yet: apply.
+		return r.existsUncached(ctx, s, desired)
 	}
 	if err := r.adoptCreatedFields(ctx, desired); err != nil {
 		return err
@@ -73,6 +74,33 @@ func (r *UserlandReconciler) apply(ctx context.Context, desired, cached client.O
 		return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), terminalIfNamespaceTerminating(err))
 	}
 	return nil
+}
+
+// errNameConflict means a child's name is taken by an object this Userland
+// does not control.
+var errNameConflict = errors.New("name taken by an object this Userland does not own")
+
+// existsUncached handles a create that found the object already there
+// though the cache did not show it. If it is this Userland's, the cache
+// lags and the object's own event brings the next reconcile, so nothing is
+// written; if it is another party's, that is errNameConflict.
+func (r *UserlandReconciler) existsUncached(ctx context.Context, s *reconcileState, desired client.Object) error {
+	live := desired.DeepCopyObject().(client.Object)
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
+		return fmt.Errorf("reading %s/%s: %w", desired.GetNamespace(), desired.GetName(), err)
+	}
+	if !metav1.IsControlledBy(live, s.ul) {
+		return fmt.Errorf("%s %s/%s: %w", desired.GetObjectKind().GroupVersionKind().Kind, desired.GetNamespace(), desired.GetName(), errNameConflict)
+	}
+	return nil
+}
+
+// nameConflict turns errNameConflict into a stalled Userland.
+func (r *UserlandReconciler) nameConflict(s *reconcileState, kind string, err error) (ctrl.Result, error) {
+	if errors.Is(err, errNameConflict) {
+		return r.stall(s, "NameConflict", fmt.Sprintf("a %s named %q exists that this Userland does not own", kind, s.ul.Name)), nil
+	}
+	return ctrl.Result{}, err
 }
 
 // adoptCreatedFields turns the field ownership the controller's create
@@ -187,7 +215,7 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 		desired.Annotations = map[string]string{AnnotationAppliedHash: hash}
 		err := r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner))
 		if apierrors.IsAlreadyExists(err) {
-			return r.serviceExists(ctx, s)
+			return r.nameConflict(s, "Service", r.existsUncached(ctx, s, desired))
 		}
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("creating service %s/%s: %w", desired.Namespace, desired.Name, terminalIfNamespaceTerminating(err))
@@ -230,27 +258,16 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 	return ctrl.Result{}, nil
 }
 
-// serviceExists handles a Service the cache did not show: another party's
-// stops the Userland; the controller's own means the cache lags, and its
-// event brings the next reconcile.
-func (r *UserlandReconciler) serviceExists(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	var live corev1.Service
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.ul), &live); err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading service %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
-	}
-	if !metav1.IsControlledBy(&live, s.ul) {
-		return r.stall(s, "NameConflict", fmt.Sprintf("a Service named %q exists that this Userland does not own", live.Name)), nil
-	}
-	return ctrl.Result{}, fmt.Errorf("service %s/%s exists but is not in the cache yet", live.Namespace, live.Name)
-}
-
 func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	desired := NetworkPolicy(s.ul, s.template.spec.HTTP.Port, r.GatewaySelector)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &networkingv1.NetworkPolicy{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.apply(ctx, desired, cached)
+	if err := r.apply(ctx, s, desired, cached); err != nil {
+		return r.nameConflict(s, "NetworkPolicy", err)
+	}
+	return ctrl.Result{}, nil
 }
 
 func parseTime(s string) *time.Time {
@@ -354,8 +371,8 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if s.dep != nil {
 		cached = s.dep
 	}
-	if err := r.apply(ctx, desired, cached); err != nil {
-		return ctrl.Result{}, err
+	if err := r.apply(ctx, s, desired, cached); err != nil {
+		return r.nameConflict(s, "Deployment", err)
 	}
 	if s.running && !wasRunning && s.dep != nil {
 		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Started", "Start", "environment scaled up")

@@ -684,7 +684,7 @@ func TestTemplatePortChangeUpdatesTheServiceInPlace(t *testing.T) {
 	}
 }
 
-func TestServicesWithAClusterIPAreReplacedAndForeignOnesLeftAlone(t *testing.T) {
+func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing.T) {
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -702,11 +702,20 @@ func TestServicesWithAClusterIPAreReplacedAndForeignOnesLeftAlone(t *testing.T) 
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 	}
-	create(t, legacy, foreign)
+	labels := map[string]string{"app": "theirs"}
+	foreignDep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dtaken"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "theirs", Image: "example.org/theirs:1"}}}},
+		},
+	}
+	create(t, legacy, foreign, foreignDep)
 	if legacy.Spec.ClusterIP == "" || legacy.Spec.ClusterIP == corev1.ClusterIPNone {
 		t.Fatalf("the planted Service got cluster IP %q", legacy.Spec.ClusterIP)
 	}
-	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "taken", "bob", "t"))
+	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "taken", "bob", "t"), userland(ns, "dtaken", "carol", "t"))
 
 	waitPhase(t, ns, "old", v1alpha1.PhaseReady)
 	eventually(t, time.Minute, "the legacy Service replaced by a headless one", func(ctx context.Context) (bool, error) {
@@ -725,6 +734,17 @@ func TestServicesWithAClusterIPAreReplacedAndForeignOnesLeftAlone(t *testing.T) 
 	}
 	if still.UID != foreign.UID || len(still.OwnerReferences) != 0 || still.Spec.Ports[0].Port != 80 {
 		t.Errorf("another party's Service was changed: uid %s (was %s), owners %v, port %d", still.UID, foreign.UID, still.OwnerReferences, still.Spec.Ports[0].Port)
+	}
+	dtaken := waitPhase(t, ns, "dtaken", v1alpha1.PhaseFailed)
+	if c := condition(dtaken, v1alpha1.ConditionReady); c == nil || c.Reason != "NameConflict" {
+		t.Errorf("Ready condition %+v, want reason NameConflict for a foreign Deployment", c)
+	}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dtaken"}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	if len(dep.OwnerReferences) != 0 || dep.Spec.Template.Spec.Containers[0].Image != "example.org/theirs:1" {
+		t.Errorf("another party's Deployment was changed: owners %v, image %s", dep.OwnerReferences, dep.Spec.Template.Spec.Containers[0].Image)
 	}
 }
 
