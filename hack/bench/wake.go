@@ -103,11 +103,6 @@ func podReadyTime(auditLog, namespace string, since time.Time) (time.Duration, e
 		ObjectRef *struct {
 			Resource, Subresource, Namespace, Name string
 		} `json:"objectRef"`
-		ResponseObject *struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		} `json:"responseObject"`
 		ResponseStatus *struct {
 			Code int `json:"code"`
 		} `json:"responseStatus"`

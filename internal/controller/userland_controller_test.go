@@ -354,17 +354,33 @@ func TestStartActionWakesAnIdleStoppedEnvironment(t *testing.T) {
 // setImage changes a template's image.
 func setImage(t *testing.T, ns, name, image string) {
 	t.Helper()
-	// The controller writes the template's status concurrently.
+	updateTemplate(t, ns, name, func(tmpl *v1alpha1.Template) { tmpl.Spec.PodTemplate.Spec.Containers[0].Image = image })
+}
+
+// updateTemplate changes a template, retrying when the controller's
+// concurrent status writes win the race.
+func updateTemplate(t *testing.T, ns, name string, change func(*v1alpha1.Template)) {
+	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var tmpl v1alpha1.Template
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tmpl); err != nil {
 			return err
 		}
-		tmpl.Spec.PodTemplate.Spec.Containers[0].Image = image
+		change(&tmpl)
 		return env.Client.Update(context.Background(), &tmpl)
 	})
 	if err != nil {
-		t.Fatalf("setting image: %v", err)
+		t.Fatalf("updating template %s/%s: %v", ns, name, err)
+	}
+}
+
+// waitNameConflict waits for a Userland to fail because a child's name is
+// taken.
+func waitNameConflict(t *testing.T, ns, name string) {
+	t.Helper()
+	ul := waitPhase(t, ns, name, v1alpha1.PhaseFailed)
+	if c := condition(ul, v1alpha1.ConditionReady); c == nil || c.Reason != "NameConflict" {
+		t.Errorf("%s: Ready condition %+v, want reason NameConflict", name, c)
 	}
 }
 
@@ -653,18 +669,10 @@ func TestTemplatePortChangeUpdatesTheServiceInPlace(t *testing.T) {
 	if err := env.Client.Patch(ctx, &before, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var tmpl v1alpha1.Template
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t"}, &tmpl); err != nil {
-			return err
-		}
+	updateTemplate(t, ns, "t", func(tmpl *v1alpha1.Template) {
 		tmpl.Spec.HTTP.Port = 9090
 		tmpl.Spec.PodTemplate.Spec.Containers[0].Ports[0].ContainerPort = 9090
-		return env.Client.Update(ctx, &tmpl)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var after corev1.Service
 	eventually(t, time.Minute, "the Service moved to port 9090", func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, key, &after); err != nil {
@@ -724,10 +732,7 @@ func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing
 		return err == nil && svc.UID != legacy.UID && svc.Spec.ClusterIP == corev1.ClusterIPNone, client.IgnoreNotFound(err)
 	})
 
-	taken := waitPhase(t, ns, "taken", v1alpha1.PhaseFailed)
-	if c := condition(taken, v1alpha1.ConditionReady); c == nil || c.Reason != "NameConflict" {
-		t.Errorf("Ready condition %+v, want reason NameConflict", c)
-	}
+	waitNameConflict(t, ns, "taken")
 	var still corev1.Service
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, &still); err != nil {
 		t.Fatal(err)
@@ -735,10 +740,7 @@ func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing
 	if still.UID != foreign.UID || len(still.OwnerReferences) != 0 || still.Spec.Ports[0].Port != 80 {
 		t.Errorf("another party's Service was changed: uid %s (was %s), owners %v, port %d", still.UID, foreign.UID, still.OwnerReferences, still.Spec.Ports[0].Port)
 	}
-	dtaken := waitPhase(t, ns, "dtaken", v1alpha1.PhaseFailed)
-	if c := condition(dtaken, v1alpha1.ConditionReady); c == nil || c.Reason != "NameConflict" {
-		t.Errorf("Ready condition %+v, want reason NameConflict for a foreign Deployment", c)
-	}
+	waitNameConflict(t, ns, "dtaken")
 	var dep appsv1.Deployment
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dtaken"}, &dep); err != nil {
 		t.Fatal(err)
@@ -750,7 +752,6 @@ func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing
 
 func TestFieldsATemplateDropsLeaveTheDeployment(t *testing.T) {
 	startController(t)
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutImmediate
@@ -758,17 +759,9 @@ func TestFieldsATemplateDropsLeaveTheDeployment(t *testing.T) {
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
 	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cur v1alpha1.Template
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t"}, &cur); err != nil {
-			return err
-		}
-		cur.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KEEP", Value: "yes"}}
-		return env.Client.Update(ctx, &cur)
+	updateTemplate(t, ns, "t", func(tmpl *v1alpha1.Template) {
+		tmpl.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KEEP", Value: "yes"}}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var dep appsv1.Deployment
 	eventually(t, time.Minute, "THEME removed from the Deployment", func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, &dep); err != nil {
