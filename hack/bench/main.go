@@ -107,15 +107,17 @@ func logf(format string, args ...any) {
 
 // provisionResult is one N.
 type provisionResult struct {
-	N                    int
-	Baseline, Userland   time.Duration
-	Counts               map[string]int
-	SteadyWrites         int
-	PeakKiB, SettledKiB  int64
-	CPUSeconds           float64
-	Rollout              time.Duration
-	SteadyWindow         time.Duration
-	ControllerWritesOnly int
+	N                   int
+	Baseline, Userland  time.Duration
+	Counts              map[string]int
+	SteadyWrites        int
+	PeakKiB, SettledKiB int64
+	CPUSeconds          float64
+	Rollout             time.Duration
+	SteadyWindow        time.Duration
+	// CountsSettled is how long after the last Userland was Ready the
+	// template's batched counts showed them all.
+	CountsSettled time.Duration
 	// Profiles are the top entries of CPU profiles taken while
 	// provisioning: the API server's and the controller's.
 	Profiles map[string]string
@@ -225,8 +227,15 @@ func run(o options) error {
 		r.CPUSeconds = cpuSeconds(pid) - cpu0
 		_, r.PeakKiB = memory(pid)
 		logf("N=%d: Userlands ready in %s; steady state for %s", n, r.Userland.Round(time.Millisecond), o.steady)
+		// The template's counts are written in batches; the steady window
+		// starts once they show every Userland Ready, and the writes that
+		// got them there are counted with provisioning.
+		if err := waitTemplateCounts(ctx, c, ns, n); err != nil {
+			return err
+		}
+		r.CountsSettled = time.Since(t1)
 		time.Sleep(2 * time.Second) // audit entries of the last requests
-		if r.Counts, err = apiCounts(auditLog, controllerUser, t0, t1.Add(time.Second)); err != nil {
+		if r.Counts, err = apiCounts(auditLog, controllerUser, t0, time.Now()); err != nil {
 			return err
 		}
 		ts := time.Now()

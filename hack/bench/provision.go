@@ -147,6 +147,15 @@ func provision(ctx context.Context, c client.Client, ns string, n int) (time.Dur
 	return time.Since(start), err
 }
 
+// waitTemplateCounts waits until the bench template's status counts n
+// Userlands, all Ready.
+func waitTemplateCounts(ctx context.Context, c client.Client, ns string, n int) error {
+	return waitAll(ctx, c, &v1alpha1.TemplateList{}, ns, 1, func(obj client.Object) bool {
+		st := obj.(*v1alpha1.Template).Status
+		return st.Userlands == int32(n) && st.ReadyUserlands == int32(n)
+	})
+}
+
 func waitUserlands(ctx context.Context, c client.Client, ns string, n int, done func(*v1alpha1.Userland) bool) error {
 	return waitAll(ctx, c, &v1alpha1.UserlandList{}, ns, n, func(obj client.Object) bool { return done(obj.(*v1alpha1.Userland)) })
 }

@@ -52,6 +52,7 @@ type UserlandReconciler struct {
 	Metrics *Metrics
 
 	inflight rolloutTracker
+	statuses statusMemo
 }
 
 // +kubebuilder:rbac:groups=userland.dev,resources=userlands,verbs=get;list;watch
@@ -86,9 +87,13 @@ type reconcileState struct {
 func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	var current v1alpha1.Userland
 	if err := r.Client.Get(ctx, req.NamespacedName, &current); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.statuses.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !current.DeletionTimestamp.IsZero() {
+		r.statuses.forget(req.NamespacedName)
 		// Owned children are garbage-collected; retained claims carry no
 		// owner reference and stay. Nothing to do.
 		return ctrl.Result{}, nil
@@ -136,17 +141,19 @@ func lowestRequeue(a, b ctrl.Result) ctrl.Result {
 }
 
 func (r *UserlandReconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Userland) error {
-	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) || r.statuses.alreadyWritten(before, &after.Status) {
 		return nil
 	}
 	// A merge patch carries only the fields that changed, so the gateway's
 	// concurrent lastActivityTime writes are never overwritten.
 	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.statuses.forget(client.ObjectKeyFromObject(before))
 			return nil // deleted meanwhile
 		}
 		return fmt.Errorf("patching status of userland %s/%s: %w", after.Namespace, after.Name, err)
 	}
+	r.statuses.wrote(before, &after.Status)
 	return nil
 }
 
