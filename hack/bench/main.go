@@ -37,6 +37,7 @@ type options struct {
 	wsCounts    []int
 	out, bin    string
 	loadFor     time.Duration
+	rounds      int
 	concurrency int
 	gateway     bool
 	rollout     bool
@@ -77,7 +78,8 @@ func main() {
 	flag.StringVar(&ws, "websockets", "1000,8000", "held WebSocket counts, comma-separated")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
 	flag.StringVar(&o.bin, "bin", "bin/userland", "the userland binary (make build)")
-	flag.DurationVar(&o.loadFor, "load-duration", 10*time.Second, "duration of each gateway load run")
+	flag.DurationVar(&o.loadFor, "load-duration", 6*time.Second, "duration of each gateway load run")
+	flag.IntVar(&o.rounds, "rounds", 3, "interleaved gateway load runs per target; the median is reported")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "closed-loop load concurrency")
 	flag.BoolVar(&o.gateway, "gateway", true, "run the gateway benchmarks")
 	flag.BoolVar(&o.rollout, "rollout", true, "measure rollouts after provisioning")
@@ -107,14 +109,17 @@ func logf(format string, args ...any) {
 
 // provisionResult is one N.
 type provisionResult struct {
-	N                   int
-	Baseline, Userland  time.Duration
-	Counts              map[string]int
-	SteadyWrites        int
-	PeakKiB, SettledKiB int64
-	CPUSeconds          float64
-	Rollout             time.Duration
-	SteadyWindow        time.Duration
+	N                  int
+	Baseline, Userland time.Duration
+	Counts             map[string]int
+	// ServerWrites and BaselineServerWrites are every client's writes
+	// the API server served until all were Ready (Available).
+	ServerWrites, BaselineServerWrites map[string]int
+	SteadyWrites                       int
+	PeakKiB, SettledKiB                int64
+	CPUSeconds                         float64
+	Rollout                            time.Duration
+	SteadyWindow                       time.Duration
 	// CountsSettled is how long after the last Userland was Ready the
 	// template's batched counts showed them all.
 	CountsSettled time.Duration
@@ -199,9 +204,18 @@ func run(o options) error {
 	for _, n := range o.sizes {
 		r := provisionResult{N: n, SteadyWindow: o.steady}
 		logf("N=%d: baseline (Deployments + Services from a plain client)", n)
+		w0, err := serverWrites(env)
+		if err != nil {
+			return err
+		}
 		if r.Baseline, err = baseline(ctx, c, n); err != nil {
 			return err
 		}
+		w1, err := serverWrites(env)
+		if err != nil {
+			return err
+		}
+		r.BaselineServerWrites = since(w0, w1)
 		logf("N=%d: baseline ready in %s; deleting it", n, r.Baseline.Round(time.Millisecond))
 		took, err := deleteNamespace(ctx, c, fmt.Sprintf("baseline-%d", n))
 		if err != nil {
@@ -217,9 +231,18 @@ func run(o options) error {
 			profiles = make(chan map[string]string, 1)
 			go func() { profiles <- takeProfiles(env, "http://"+pprofAddr, dir, 3*time.Second, 20*time.Second) }()
 		}
+		w2, err := serverWrites(env)
+		if err != nil {
+			return err
+		}
 		if r.Userland, err = provision(ctx, c, ns, n); err != nil {
 			return err
 		}
+		w3, err := serverWrites(env)
+		if err != nil {
+			return err
+		}
+		r.ServerWrites = since(w2, w3)
 		if profiles != nil {
 			r.Profiles = <-profiles
 		}
@@ -358,36 +381,39 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 		"gateway": "http://" + gwAddr + "/u/gw/bench",
 	}
 	order := []string{"direct", "bare", "gateway"}
-	for _, name := range order {
-		ck := ""
+	cookieFor := func(name string) string {
 		if name == "gateway" {
-			ck = cookie
+			return cookie
 		}
-		logf("gateway: closed loop, %d workers, %s: %s", o.concurrency, o.loadFor, name)
+		return ""
+	}
+	logf("gateway: closed loop, %d workers, %d rounds of %s per target", o.concurrency, o.rounds, o.loadFor)
+	profiled := false
+	res.Small = interleaved(o.rounds, order, func(name string) loadResult {
 		var profile chan string
-		if name == "gateway" {
-			// Profiled from a second in, for most of the run.
+		if name == "gateway" && !profiled {
+			// Profiled from a second in, for most of the first round.
+			profiled = true
 			profile = make(chan string, 1)
 			go func() {
 				time.Sleep(time.Second)
-				profile <- cpuProfile(http.DefaultClient, "http://"+gwPprof, filepath.Join(dir, "gateway.pprof"), o.loadFor-3*time.Second)
+				profile <- cpuProfile(http.DefaultClient, "http://"+gwPprof, filepath.Join(dir, "gateway.pprof"), o.loadFor-2*time.Second)
 			}()
 		}
-		res.Small[name] = load(targets[name]+"/small", ck, o.concurrency, 0, o.loadFor)
+		r := load(targets[name]+"/small", cookieFor(name), o.concurrency, 0, o.loadFor)
 		if profile != nil {
 			res.Profile = <-profile
 		}
-		res.Big[name] = load(targets[name]+"/big", ck, o.concurrency/4, 0, o.loadFor)
-	}
+		return r
+	}, func(r loadResult) float64 { return r.RPS })
+	res.Big = interleaved(o.rounds, order, func(name string) loadResult {
+		return load(targets[name]+"/big", cookieFor(name), o.concurrency/4, 0, o.loadFor)
+	}, func(r loadResult) float64 { return r.RPS })
 	res.HalfRate = res.Small["gateway"].RPS / 2
-	for _, name := range order {
-		ck := ""
-		if name == "gateway" {
-			ck = cookie
-		}
-		logf("gateway: open loop at %.0f req/s: %s", res.HalfRate, name)
-		res.Half[name] = load(targets[name]+"/small", ck, o.concurrency, res.HalfRate, o.loadFor)
-	}
+	logf("gateway: open loop at %.0f req/s, %d rounds of %s per target", res.HalfRate, o.rounds, o.loadFor)
+	res.Half = interleaved(o.rounds, order, func(name string) loadResult {
+		return load(targets[name]+"/small", cookieFor(name), o.concurrency, res.HalfRate, o.loadFor)
+	}, func(r loadResult) float64 { return float64(r.P99) })
 	var after v1alpha1.Userland
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "gw", Name: "bench"}, &after); err == nil {
 		res.ActivityRecorded = after.Status.LastActivityTime != nil

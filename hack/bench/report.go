@@ -112,12 +112,30 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		for _, k := range sortedKeys(r.Counts) {
 			p("| %s | %d | %.2f |", k, r.Counts[k], float64(r.Counts[k])/float64(r.N))
 		}
+		if r.ServerWrites != nil {
+			p("")
+			p("Writes the API server served, from every client (the benchmark, the controller, the controller-manager, the scheduler and kwok), until all were Ready, per environment: %.2f for Userland, %.2f for the baseline (ratio %.2f). Where the API server is the bottleneck, this ratio bounds the provisioning ratio.",
+				perEnv(r.ServerWrites, r.N), perEnv(r.BaselineServerWrites, r.N), perEnv(r.BaselineServerWrites, r.N)/perEnv(r.ServerWrites, r.N))
+			p("")
+			p("| verb and resource | Userland | baseline |")
+			p("|---|---|---|")
+			all := map[string]int{}
+			for k, v := range r.ServerWrites {
+				all[k] += v
+			}
+			for k, v := range r.BaselineServerWrites {
+				all[k] += v
+			}
+			for _, k := range sortedKeys(all) {
+				p("| %s | %.2f | %.2f |", k, float64(r.ServerWrites[k])/float64(r.N), float64(r.BaselineServerWrites[k])/float64(r.N))
+			}
+		}
 	}
 	if gw != nil {
 		p("")
 		p("## Gateway")
 		p("")
-		p("Closed loop, %d workers for small GETs (64 B) and %d for 1 MiB responses, %s each. The gateway request carries a session cookie, is routed by path, authorised against the informer cache and proxied with activity recorded (last activity written: %v).", o.concurrency, o.concurrency/4, o.loadFor, gw.ActivityRecorded)
+		p("Closed loop, %d workers for small GETs (64 B) and %d for 1 MiB responses; each target ran %d rounds of %s, interleaved (direct, bare, gateway, then again), and the round with the median throughput is shown (the median p99 for the open loop). The gateway request carries a session cookie, is routed by path, authorised against the informer cache and proxied with activity recorded (last activity written: %v).", o.concurrency, o.concurrency/4, o.rounds, o.loadFor, gw.ActivityRecorded)
 		p("")
 		p("| target | small req/s | small p50 | small p99 | 1 MiB req/s | 1 MiB p99 | errors |")
 		p("|---|---|---|---|---|---|---|")
@@ -184,4 +202,13 @@ func gitDescribe() string {
 		return "(unknown revision)"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// perEnv is the total of counts per environment.
+func perEnv(counts map[string]int, n int) float64 {
+	t := 0
+	for _, v := range counts {
+		t += v
+	}
+	return float64(t) / float64(n)
 }
