@@ -107,6 +107,10 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
+// gatewayHost is the gateway address the controller is told, which
+// shapes the identity variables of both sides' pods.
+const gatewayHost = "127.0.0.1:8000"
+
 // provisionResult is one N.
 type provisionResult struct {
 	N                  int
@@ -192,7 +196,7 @@ func run(o options) error {
 	ctrlProc, err := startProcess("controller", filepath.Join(dir, "controller.log"), bin, "controller",
 		"--kubeconfig", ctrlKubeconfig, "--disable-webhooks", "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--workers=16",
-		"--kube-api-qps=500", "--kube-api-burst=1000", "--gateway-url=http://127.0.0.1:8000",
+		"--kube-api-qps=500", "--kube-api-burst=1000", "--gateway-url=http://"+gatewayHost,
 		"--pprof-bind-address", pprofAddr)
 	if err != nil {
 		return err

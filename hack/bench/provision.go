@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
 )
 
 // parallelism is how many creates are in flight, for both sides.
@@ -84,23 +86,21 @@ func baseline(ctx context.Context, c client.Client, n int) (time.Duration, error
 		return 0, err
 	}
 	start := time.Now()
+	template := benchTemplate(ns)
+	routes := controller.Routes{GatewayURL: &url.URL{Scheme: "http", Host: gatewayHost}}
 	err := createAll(ctx, n, func(i int) []client.Object {
-		name := fmt.Sprintf("app-%d", i)
-		labels := map[string]string{"app": name}
-		return []client.Object{
-			&appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-				Spec: appsv1.DeploymentSpec{
-					Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
-					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{container("example.org/app:1")}}},
-				},
-			},
-			&corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				// Headless, as Userland's own: the same objects on both sides.
-				Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: labels, Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}},
-			},
+		// The very objects the controller would build for the same
+		// Userland (Recreate strategy, labels, identity variables), with
+		// no owner (the Userland does not exist) and without the label
+		// that puts them in the controller's cache.
+		ul := benchUserland(ns, i)
+		dep := controller.Deployment(ul, controller.PodTemplate(ul, &template.Spec, routes), 1, nil)
+		svc := controller.Service(ul, template.Spec.HTTP.Port)
+		for _, m := range []*metav1.ObjectMeta{&dep.ObjectMeta, &dep.Spec.Template.ObjectMeta, &svc.ObjectMeta} {
+			m.OwnerReferences = nil
+			delete(m.Labels, v1alpha1.LabelManagedBy)
 		}
+		return []client.Object{dep, svc}
 	}, c)
 	if err != nil {
 		return 0, err
@@ -125,6 +125,13 @@ func benchTemplate(ns string) *v1alpha1.Template {
 	}
 }
 
+func benchUserland(ns string, i int) *v1alpha1.Userland {
+	return &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("u-%d", i)},
+		Spec:       v1alpha1.UserlandSpec{User: fmt.Sprintf("student%d@uni.example.ac.jp", i), TemplateRef: v1alpha1.TemplateReference{Name: "app"}},
+	}
+}
+
 // provision creates n Userlands and waits until every one is Ready.
 func provision(ctx context.Context, c client.Client, ns string, n int) (time.Duration, error) {
 	if err := namespace(ctx, c, ns); err != nil {
@@ -135,10 +142,7 @@ func provision(ctx context.Context, c client.Client, ns string, n int) (time.Dur
 	}
 	start := time.Now()
 	err := createAll(ctx, n, func(i int) []client.Object {
-		return []client.Object{&v1alpha1.Userland{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("u-%d", i)},
-			Spec:       v1alpha1.UserlandSpec{User: fmt.Sprintf("student%d@uni.example.ac.jp", i), TemplateRef: v1alpha1.TemplateReference{Name: "app"}},
-		}}
+		return []client.Object{benchUserland(ns, i)}
 	}, c)
 	if err != nil {
 		return 0, err

@@ -37,7 +37,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 	p("- Components: kube-apiserver, kube-controller-manager and kube-scheduler v1.37.1, etcd v3.6.16, kwok v0.8.0 (4 simulated nodes), controller-runtime v0.25.2; Userland %s.", gitDescribe())
 	p("- The controller and the gateway run as separate processes of `bin/userland`, so their memory and CPU are their own; the load generator, the proxies and the upstream share the machine's cores, as the issue's baselines assume.")
 	p("- API requests are counted by the API server itself, from its audit log, for the controller's identity only. The controller and the gateway sign in with client certificates of their own (no impersonation, which would make the API server authorise each request twice), and the audit policy records only their requests and the pods timed for wakes, so auditing does not load the server being measured.")
-	p("- Fairness: the baseline creates the same objects Userland's controller does (a Deployment and a headless Service per environment) with the same parallelism, and its namespace is deleted, and gone, before the Userlands are created, so both start from the same cluster. Completion is observed with watches, not by listing, on both sides.")
+	p("- Fairness: the baseline creates the same objects Userland's controller does (a Deployment with the Recreate strategy and a headless Service per environment, built by the controller's own functions, without an owner or the label that puts them in the controller's cache) with the same parallelism, and its namespace is deleted, and gone, before the Userlands are created, so both start from the same cluster. Completion is observed with watches, not by listing, on both sides.")
 	p("")
 	p("## Targets")
 	p("")
