@@ -1,0 +1,55 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestInterleavedRunsRoundByRoundAndKeepsTheMedian(t *testing.T) {
+	rps := map[string][]float64{"a": {30, 10, 20}, "b": {5, 7, 6}}
+	var calls []string
+	round := map[string]int{}
+	got := interleaved(3, []string{"a", "b"}, func(name string) loadResult {
+		calls = append(calls, name)
+		r := loadResult{RPS: rps[name][round[name]]}
+		round[name]++
+		return r
+	}, func(r loadResult) float64 { return r.RPS })
+
+	if diff := cmp.Diff([]string{"a", "b", "a", "b", "a", "b"}, calls); diff != "" {
+		t.Errorf("run order (-want +got):\n%s", diff)
+	}
+	want := map[string]loadResult{"a": {RPS: 20}, "b": {RPS: 6}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("medians (-want +got):\n%s", diff)
+	}
+}
+
+func TestSinceKeepsOnlyWhatChanged(t *testing.T) {
+	before := map[string]int{"POST pods": 10, "PUT leases": 4}
+	after := map[string]int{"POST pods": 110, "PUT leases": 4, "POST userlands": 100}
+	want := map[string]int{"POST pods": 100, "POST userlands": 100}
+	if diff := cmp.Diff(want, since(before, after)); diff != "" {
+		t.Errorf("since (-want +got):\n%s", diff)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var lat []time.Duration
+	for i := 1; i <= 100; i++ {
+		lat = append(lat, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, 51 * time.Millisecond}, {0.99, 100 * time.Millisecond}, {1, 100 * time.Millisecond}} {
+		if got := percentile(lat, tc.p); got != tc.want {
+			t.Errorf("percentile(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 0.99); got != 0 {
+		t.Errorf("percentile of nothing = %v, want 0", got)
+	}
+}
