@@ -116,11 +116,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
 		// streams) and text/event-stream at once by itself; flushing every
 		// write of a sized response too would cost a syscall per write.
 		FlushInterval: 0,
-		Rewrite:       func(pr *httputil.ProxyRequest) { p.rewrite(pr, req) },
-		ErrorHandler:  func(w http.ResponseWriter, r *http.Request, _ error) { p.unavailable(w, r) },
+		// Without a pool every response allocates a fresh 32 KiB copy
+		// buffer: most of the proxy's garbage under small requests.
+		BufferPool:   responseBuffers{},
+		Rewrite:      func(pr *httputil.ProxyRequest) { p.rewrite(pr, req) },
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, _ error) { p.unavailable(w, r) },
 	}
 	rp.ServeHTTP(&activityWriter{ResponseWriter: w, activity: req.Activity}, r)
 }
+
+// responseBuffers lends ReverseProxy the tunnels' pooled copy buffers.
+type responseBuffers struct{}
+
+func (responseBuffers) Get() []byte { return *copyBuffers.Get().(*[]byte) }
+
+func (responseBuffers) Put(b []byte) { copyBuffers.Put(&b) }
 
 // identityHeaders are dropped from every client request: whatever a client
 // says about who it is, only the gateway's word reaches an environment.

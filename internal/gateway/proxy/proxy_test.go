@@ -21,7 +21,7 @@ import (
 )
 
 // echo is a real upstream that reports what it received.
-func echo(t *testing.T) *httptest.Server {
+func echo(t testing.TB) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
@@ -49,7 +49,7 @@ func echo(t *testing.T) *httptest.Server {
 }
 
 // front puts the proxy behind a real HTTP server, as the gateway does.
-func front(t *testing.T, upstream *httptest.Server, path func(*http.Request) string, activity *atomic.Int64) *httptest.Server {
+func front(t testing.TB, upstream *httptest.Server, path func(*http.Request) string, activity *atomic.Int64) *httptest.Server {
 	t.Helper()
 	p := New([]string{"X-Custom-User"})
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -388,5 +388,23 @@ func TestUpgradesToAnUnreachableEnvironmentGet502(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("got %s, Retry-After %q; want 502 with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
+	}
+}
+
+// BenchmarkSmallResponses proxies small GETs in-process (client, proxy and
+// upstream alike, so allocations are the three together); `make bench`
+// measures the gateway as a process.
+func BenchmarkSmallResponses(b *testing.B) {
+	var activity atomic.Int64
+	s := front(b, echo(b), func(*http.Request) string { return "/small" }, &activity)
+	c := s.Client()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := c.Get(s.URL + "/u/cs101/taro/small")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
 	}
 }
