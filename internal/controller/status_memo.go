@@ -29,6 +29,16 @@ type writtenStatus struct {
 	status v1alpha1.UserlandStatus
 }
 
+// needsPatch reports whether status differs from the cached Userland's and
+// is not a repeat of this process's last patch, which the cache has not
+// caught up with yet.
+func (m *statusMemo) needsPatch(cached *v1alpha1.Userland, status *v1alpha1.UserlandStatus) bool {
+	// The memo is consulted first even when nothing changed, so that an
+	// entry the cache has caught up with is dropped on the next reconcile.
+	repeat := m.alreadyWritten(cached, status)
+	return !repeat && !equality.Semantic.DeepEqual(cached.Status, *status)
+}
+
 // alreadyWritten reports whether patching cached to status would repeat
 // this process's last patch, which the cache has not caught up with yet.
 // Entries the cache has moved past are forgotten, so the memo holds only

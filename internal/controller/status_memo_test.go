@@ -72,9 +72,20 @@ func TestStatusMemoForgetsWhatTheCacheCaughtUpWith(t *testing.T) {
 	ul.Namespace, ul.Name, ul.ResourceVersion = "ns", "u", "10"
 	s := v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseReady}
 	m.wrote(ul, &s)
-	ul.ResourceVersion = "11"
-	m.alreadyWritten(ul, &s)
+	if m.needsPatch(ul, &s) {
+		t.Errorf("needsPatch = true for a repeat of a write still in flight")
+	}
+	// The write arrives: the cache holds it at a newer version, and the
+	// next reconcile computes the same status, so nothing is patched and
+	// the entry must still go, or the memo keeps one per Userland forever.
+	ul.ResourceVersion, ul.Status = "11", s
+	if m.needsPatch(ul, &s) {
+		t.Errorf("needsPatch = true for a status the cache already holds")
+	}
 	if len(m.written) != 0 {
 		t.Errorf("memo holds %d entries after the cache caught up, want 0", len(m.written))
+	}
+	if changed := (v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseStopped}); !m.needsPatch(ul, &changed) {
+		t.Errorf("needsPatch = false for a changed status with nothing in flight")
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,7 +140,7 @@ func lowestRequeue(a, b ctrl.Result) ctrl.Result {
 }
 
 func (r *UserlandReconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Userland) error {
-	if equality.Semantic.DeepEqual(before.Status, after.Status) || r.statuses.alreadyWritten(before, &after.Status) {
+	if !r.statuses.needsPatch(before, &after.Status) {
 		return nil
 	}
 	// A merge patch carries only the fields that changed, so the gateway's
