@@ -75,6 +75,10 @@ test: control-plane ## Run all tests against a real control plane and headless C
 bench: build control-plane ## Run the benchmarks (about 17 minutes on 2 cores) and write docs/benchmarks.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench $(BENCH_FLAGS)
 
+.PHONY: bench-large
+bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -out docs/benchmarks-5000.md $(BENCH_FLAGS)
+
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...

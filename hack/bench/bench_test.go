@@ -53,3 +53,53 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("percentile of nothing = %v, want 0", got)
 	}
 }
+
+func TestNotMeasuredListsWhatTheFlagsLeftOut(t *testing.T) {
+	tests := []struct {
+		name string
+		o    options
+		want []string
+	}{
+		{
+			name: "the default run",
+			o:    options{sizes: []int{100, 1000}, wsCounts: []int{1000, 8000}, gateway: true, rollout: true},
+			want: []string{"Provisioning, API economy and controller footprint at N = 5000 (`make bench-large`, about 22 minutes, writes docs/benchmarks-5000.md)."},
+		},
+		{
+			name: "the large run",
+			o:    options{sizes: []int{5000}},
+			want: []string{
+				"Provisioning, API economy and controller footprint at N = 100 (`go run ./hack/bench -n 100`).",
+				"Provisioning, API economy and controller footprint at N = 1000 (`go run ./hack/bench -n 1000`).",
+				"Rollout of an image change (run without `-rollout=false`).",
+				"The gateway: throughput, latency, held WebSockets and wake latency (run without `-gateway=false`).",
+			},
+		},
+		{
+			name: "everything",
+			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true},
+		},
+		{
+			name: "gateway without WebSockets",
+			o:    options{sizes: []int{100, 1000, 5000}, gateway: true, rollout: true},
+			want: []string{"Held WebSockets (`-websockets 1000,8000`)."},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, notMeasured(tt.o)); diff != "" {
+				t.Errorf("notMeasured (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEarlierNamesOnlyUserlandsLeftByEarlierSizes(t *testing.T) {
+	results := []provisionResult{{N: 100}, {N: 1000}}
+	if got := earlier(totalBefore(results, 100)); got != "" {
+		t.Errorf("first size: got %q, want nothing", got)
+	}
+	if got, want := earlier(totalBefore(results, 1000)), " (plus 100 earlier)"; got != want {
+		t.Errorf("second size: got %q, want %q", got, want)
+	}
+}

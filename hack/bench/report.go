@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -53,8 +54,14 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		p("| controller writes per Userland to Ready (events included), N=%d | ≤ 5 | %.2f (%.2f on the Userland and its children, %.2f on the template's shared counts) | 2 (a plain client's Deployment + Service) | %.2f | %s |", r.N, perUL, perUL-shared, shared, perUL/2, verdict(perUL <= 5))
 		perMin := float64(r.SteadyWrites) / r.SteadyWindow.Minutes()
 		p("| steady-state writes, N=%d | 0 | %.1f/min over %s | — | — | %s |", r.N, perMin, r.SteadyWindow, verdict(r.SteadyWrites == 0))
+		// The issue sets the 100 MiB target at 1000 Userlands; larger runs
+		// are reported beside it without a verdict.
 		if r.N >= 1000 {
-			p("| controller RSS at N=%d (plus %d earlier) | ≤ 100 MiB | settled %.1f MiB, peak %.1f MiB | — | — | %s |", r.N, totalBefore(results, r.N), float64(r.SettledKiB)/1024, float64(r.PeakKiB)/1024, verdict(r.PeakKiB <= 100*1024))
+			target, v := "≤ 100 MiB", verdict(r.PeakKiB <= 100*1024)
+			if r.N > 1000 {
+				target, v = "none set (100 MiB is for 1000)", "—"
+			}
+			p("| controller RSS at N=%d%s | %s | settled %.1f MiB, peak %.1f MiB | — | — | %s |", r.N, earlier(totalBefore(results, r.N)), target, float64(r.SettledKiB)/1024, float64(r.PeakKiB)/1024, v)
 		}
 	}
 	if gw != nil {
@@ -176,13 +183,49 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		}
 	}
 	p("")
-	p("## Not measured")
-	p("")
-	p("- N = 5000 (run `go run ./hack/bench -n 5000`).")
+	if missing := notMeasured(o); len(missing) > 0 {
+		p("## Not measured in this run")
+		p("")
+		for _, m := range missing {
+			p("- %s", m)
+		}
+	}
 	if err := os.MkdirAll("docs", 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
+}
+
+// earlier says how many Userlands an earlier size of the same run left in
+// the controller's cache.
+func earlier(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (plus %d earlier)", n)
+}
+
+// notMeasured lists what the issue asks for that this run's flags left out.
+func notMeasured(o options) []string {
+	var out []string
+	for _, n := range []int{100, 1000, 5000} {
+		if !slices.Contains(o.sizes, n) {
+			how := fmt.Sprintf("`go run ./hack/bench -n %d`", n)
+			if n == 5000 {
+				how = "`make bench-large`, about 22 minutes, writes docs/benchmarks-5000.md"
+			}
+			out = append(out, fmt.Sprintf("Provisioning, API economy and controller footprint at N = %d (%s).", n, how))
+		}
+	}
+	if len(o.sizes) > 0 && !o.rollout {
+		out = append(out, "Rollout of an image change (run without `-rollout=false`).")
+	}
+	if !o.gateway {
+		out = append(out, "The gateway: throughput, latency, held WebSockets and wake latency (run without `-gateway=false`).")
+	} else if len(o.wsCounts) == 0 {
+		out = append(out, "Held WebSockets (`-websockets 1000,8000`).")
+	}
+	return out
 }
 
 func totalBefore(results []provisionResult, n int) int {
