@@ -195,7 +195,7 @@ func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ct
 		return ctrl.Result{}, fmt.Errorf("getting deployment %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
 	}
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(s.ul.Namespace), client.MatchingLabels{v1alpha1.LabelUserland: s.ul.Name}); err != nil {
+	if err := r.Client.List(ctx, &pods, client.InNamespace(s.ul.Namespace), client.MatchingFields{IndexPodUserlandKey: s.ul.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing pods of %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
 	}
 	s.pods = pods.Items
