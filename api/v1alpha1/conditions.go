@@ -40,4 +40,13 @@ const (
 	// An RFC 3339 time also counts as activity, so it starts an
 	// idle-stopped environment.
 	AnnotationRestartedAt = "userland.dev/restarted-at"
+	// AnnotationSuspendedBy says who set spec.suspend: "owner" when the
+	// environment's own user stopped it from the dashboard; anything else
+	// (absent included: kubectl, GitOps, an admin or instructor) is staff.
+	// An owner may lift only their own suspension.
+	AnnotationSuspendedBy = "userland.dev/suspended-by"
+	// SuspendedByOwner is AnnotationSuspendedBy's value for an owner's stop.
+	SuspendedByOwner = "owner"
+	// SuspendedByStaff is AnnotationSuspendedBy's value for a staff stop.
+	SuspendedByStaff = "staff"
 )

@@ -6,6 +6,7 @@ package actions
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,31 +37,65 @@ func Parse(s string) (Verb, error) {
 	return "", fmt.Errorf("unknown action %q: want start, stop, restart or apply", s)
 }
 
-// Patch returns the change verb makes to ul at now:
-//   - stop sets spec.suspend;
+// Actor is who takes an action, as far as suspension is concerned.
+type Actor string
+
+// Actors.
+const (
+	// Owner is the environment's own user.
+	Owner Actor = "owner"
+	// Staff is an admin, an instructor or an operator with RBAC.
+	Staff Actor = "staff"
+)
+
+// ErrSuspendedByStaff refuses an owner's start of an environment that
+// staff suspended.
+var ErrSuspendedByStaff = errors.New("an administrator or instructor suspended this environment; only they can start it again")
+
+// SuspendedByStaff reports whether ul is suspended by someone other than its
+// owner (kubectl, GitOps, an admin or an instructor).
+func SuspendedByStaff(ul *v1alpha1.Userland) bool {
+	return ul.Spec.Suspend && ul.Annotations[v1alpha1.AnnotationSuspendedBy] != v1alpha1.SuspendedByOwner
+}
+
+// Patch returns the change verb by actor makes to ul at now:
+//   - stop sets spec.suspend and records who suspended it;
 //   - start clears it and, when the environment is stopped, sets the
 //     restarted-at annotation, which the controller counts as activity so an
-//     idle-stopped environment starts too;
+//     idle-stopped environment starts too. An owner cannot lift a
+//     suspension staff set (ErrSuspendedByStaff);
 //   - restart and apply set the restarted-at annotation, which restarts the
 //     environment onto the current template whatever the rollout policy.
-func Patch(verb Verb, ul *v1alpha1.Userland, now time.Time) (client.Patch, error) {
+func Patch(verb Verb, actor Actor, ul *v1alpha1.Userland, now time.Time) (client.Patch, error) {
 	stamp := now.UTC().Format(time.RFC3339Nano)
 	patch := map[string]any{}
-	restart := func() {
-		patch["metadata"] = map[string]any{"annotations": map[string]string{v1alpha1.AnnotationRestartedAt: stamp}}
-	}
+	annotations := map[string]any{}
 	switch verb {
 	case Stop:
 		patch["spec"] = map[string]any{"suspend": true}
+		by := v1alpha1.SuspendedByStaff
+		if actor == Owner {
+			by = v1alpha1.SuspendedByOwner
+		}
+		if !ul.Spec.Suspend || actor == Staff {
+			annotations[v1alpha1.AnnotationSuspendedBy] = by
+		}
 	case Start:
+		if actor != Staff && SuspendedByStaff(ul) {
+			return nil, ErrSuspendedByStaff
+		}
 		patch["spec"] = map[string]any{"suspend": false}
+		annotations[v1alpha1.AnnotationSuspendedBy] = nil
 		if ul.Status.Phase == v1alpha1.PhaseStopped || ul.Spec.Suspend {
-			restart()
+			annotations[v1alpha1.AnnotationRestartedAt] = stamp
 		}
 	case Restart, Apply:
-		restart()
+		annotations[v1alpha1.AnnotationRestartedAt] = stamp
 	default:
 		return nil, fmt.Errorf("unknown action %q", verb)
+	}
+	if len(annotations) > 0 {
+		patch["metadata"] = map[string]any{"annotations": annotations}
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {

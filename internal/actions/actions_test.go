@@ -1,6 +1,7 @@
 package actions
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -13,23 +14,45 @@ func TestPatch(t *testing.T) {
 	now := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
 	stopped := &v1alpha1.Userland{Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseStopped}}
 	running := &v1alpha1.Userland{Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseReady}}
+	suspended := func(by string) *v1alpha1.Userland {
+		ul := stopped.DeepCopy()
+		ul.Spec.Suspend = true
+		if by != "" {
+			ul.Annotations = map[string]string{v1alpha1.AnnotationSuspendedBy: by}
+		}
+		return ul
+	}
 	stamp := `{"metadata":{"annotations":{"userland.dev/restarted-at":"2026-11-22T06:00:00Z"}}`
+	started := `{"metadata":{"annotations":{"userland.dev/restarted-at":"2026-11-22T06:00:00Z","userland.dev/suspended-by":null}},"spec":{"suspend":false}}`
 	tests := map[string]struct {
-		verb Verb
-		ul   *v1alpha1.Userland
-		want string
+		verb    Verb
+		actor   Actor
+		ul      *v1alpha1.Userland
+		want    string
+		wantErr error
 	}{
-		"stop":                                   {Stop, running, `{"spec":{"suspend":true}}`},
-		"start a stopped one counts as activity": {Start, stopped, `{"metadata":{"annotations":{"userland.dev/restarted-at":"2026-11-22T06:00:00Z"}},"spec":{"suspend":false}}`},
-		"start a running one does not restart it": {Start, running, `{"spec":{"suspend":false}}`},
-		"restart": {Restart, running, stamp + `}`},
-		"apply":   {Apply, running, stamp + `}`},
+		"owner stops":                            {Stop, Owner, running, `{"metadata":{"annotations":{"userland.dev/suspended-by":"owner"}},"spec":{"suspend":true}}`, nil},
+		"staff stops":                            {Stop, Staff, running, `{"metadata":{"annotations":{"userland.dev/suspended-by":"staff"}},"spec":{"suspend":true}}`, nil},
+		"staff takes over an owner's stop":       {Stop, Staff, suspended("owner"), `{"metadata":{"annotations":{"userland.dev/suspended-by":"staff"}},"spec":{"suspend":true}}`, nil},
+		"owner cannot downgrade a staff stop":    {Stop, Owner, suspended("staff"), `{"spec":{"suspend":true}}`, nil},
+		"start a stopped one counts as activity": {Start, Owner, stopped, started, nil},
+		"start a running one does not restart it": {Start, Owner, running,
+			`{"metadata":{"annotations":{"userland.dev/suspended-by":null}},"spec":{"suspend":false}}`, nil},
+		"owner lifts their own suspension":              {Start, Owner, suspended("owner"), started, nil},
+		"owner cannot lift staff's suspension":          {Start, Owner, suspended("staff"), "", ErrSuspendedByStaff},
+		"owner cannot lift a suspension set by kubectl": {Start, Owner, suspended(""), "", ErrSuspendedByStaff},
+		"staff lifts any suspension":                    {Start, Staff, suspended("staff"), started, nil},
+		"restart":                                       {Restart, Owner, running, stamp + `}`, nil},
+		"apply":                                         {Apply, Staff, running, stamp + `}`, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p, err := Patch(tc.verb, tc.ul, now)
+			p, err := Patch(tc.verb, tc.actor, tc.ul, now)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
 			if err != nil {
-				t.Fatal(err)
+				return
 			}
 			got, _ := p.Data(nil)
 			if diff := cmp.Diff(tc.want, string(got)); diff != "" {

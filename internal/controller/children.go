@@ -151,12 +151,28 @@ func (r *UserlandReconciler) reconcileVolumes(ctx context.Context, s *reconcileS
 			return ctrl.Result{}, err
 		}
 		if cached == nil {
-			if err := r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+			err := r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner))
+			if err == nil {
+				continue
+			}
+			if !apierrors.IsAlreadyExists(err) {
 				return ctrl.Result{}, fmt.Errorf("creating claim %s/%s: %w", desired.Namespace, desired.Name, terminalIfNamespaceTerminating(err))
 			}
-			continue
+			// The cache holds only claims labelled as Userland's, so a
+			// claim of that name it does not hold is someone else's (or
+			// not cached yet): read it before deciding to mount it.
+			existing := &corev1.PersistentVolumeClaim{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing); err != nil {
+				return ctrl.Result{}, fmt.Errorf("reading claim %s/%s: %w", desired.Namespace, desired.Name, err)
+			}
+			cached = existing
 		}
 		existing := cached.(*corev1.PersistentVolumeClaim)
+		if existing.Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {
+			return r.stall(s, "VolumeConflict", fmt.Sprintf(
+				"claim %s exists but was not made by Userland (it lacks the %s=%s label); it is not mounted: delete or rename it, or label it for this user",
+				existing.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue)), nil
+		}
 		if existing.Labels[LabelUser] != desired.Labels[LabelUser] {
 			return r.stall(s, "VolumeConflict", fmt.Sprintf(
 				"claim %s belongs to another user; delete it or rename this Userland", existing.Name)), nil
@@ -176,7 +192,13 @@ func (r *UserlandReconciler) patchClaim(ctx context.Context, existing, desired *
 	for k, v := range desired.Labels {
 		updated.Labels[k] = v
 	}
-	updated.OwnerReferences = desired.OwnerReferences
+	// An owner is given only when a claim is created under reclaimPolicy
+	// Delete, never later: a claim kept under Retain must not become
+	// deletable because the Userland now points at a template (or a
+	// template edit) that says Delete. Releasing (switch to Retain) is safe.
+	if len(desired.OwnerReferences) == 0 {
+		updated.OwnerReferences = nil
+	}
 	want := desired.Spec.Resources.Requests[corev1.ResourceStorage]
 	have := existing.Spec.Resources.Requests[corev1.ResourceStorage]
 	if want.Cmp(have) > 0 {
@@ -248,7 +270,13 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 		updated.Annotations = map[string]string{}
 	}
 	updated.Annotations[AnnotationAppliedHash] = hash
-	updated.OwnerReferences = desired.OwnerReferences
+	// An owner is given only when a claim is created under reclaimPolicy
+	// Delete, never later: a claim kept under Retain must not become
+	// deletable because the Userland now points at a template (or a
+	// template edit) that says Delete. Releasing (switch to Retain) is safe.
+	if len(desired.OwnerReferences) == 0 {
+		updated.OwnerReferences = nil
+	}
 	updated.Spec.Type = desired.Spec.Type
 	updated.Spec.Selector = desired.Spec.Selector
 	updated.Spec.Ports = desired.Spec.Ports

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // Annotations and labels the controller keeps on children.
@@ -51,34 +51,8 @@ const (
 	EnvURL       = "USERLAND_URL"
 )
 
-// Routes says where the gateway serves environments.
-type Routes struct {
-	// GatewayURL is the gateway's external base URL, e.g.
-	// https://userland.example.edu.
-	GatewayURL *url.URL
-}
-
-// URL is the address a user opens for ul under the given routing.
-func (r Routes) URL(ul *v1alpha1.Userland, routing v1alpha1.Routing) string {
-	if r.GatewayURL == nil {
-		return ""
-	}
-	u := *r.GatewayURL
-	if routing == v1alpha1.RoutingSubdomain {
-		u.Host = ul.Name + "--" + ul.Namespace + "." + u.Host
-		u.Path = "/"
-		return u.String()
-	}
-	return u.JoinPath("u", ul.Namespace, ul.Name).String() + "/"
-}
-
-// BasePath is the path prefix the environment is served under.
-func BasePath(ul *v1alpha1.Userland, routing v1alpha1.Routing) string {
-	if routing == v1alpha1.RoutingSubdomain {
-		return "/"
-	}
-	return "/u/" + ul.Namespace + "/" + ul.Name + "/"
-}
+// Routes says where the gateway serves environments (see package naming).
+type Routes = naming.Routes
 
 // childLabels are the labels every child carries.
 func childLabels(ul *v1alpha1.Userland) map[string]string {
@@ -140,12 +114,13 @@ func PodTemplate(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Rout
 	if pod.Spec.AutomountServiceAccountToken == nil {
 		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
 	}
+	routing := naming.Routing(spec.HTTP.Routing, routes.Domain != "")
 	env := []corev1.EnvVar{
 		{Name: EnvUser, Value: ul.Spec.User},
 		{Name: EnvName, Value: ul.Name},
 		{Name: EnvNamespace, Value: ul.Namespace},
-		{Name: EnvBasePath, Value: BasePath(ul, spec.HTTP.Routing)},
-		{Name: EnvURL, Value: routes.URL(ul, spec.HTTP.Routing)},
+		{Name: EnvBasePath, Value: naming.BasePath(ul.Namespace, ul.Name, routing)},
+		{Name: EnvURL, Value: routes.URL(ul.Namespace, ul.Name, routing)},
 	}
 	for _, v := range spec.Volumes {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{

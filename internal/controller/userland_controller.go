@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // FieldOwner is the server-side apply field manager of every write the
@@ -177,7 +178,7 @@ func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileSt
 	s.template = t
 	r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionTrue, v1alpha1.ReasonTemplateFound,
 		fmt.Sprintf("%s %q found", t.kind, t.name))
-	s.ul.Status.URL = r.Routes.URL(s.ul, t.spec.HTTP.Routing)
+	s.ul.Status.URL = r.Routes.URL(s.ul.Namespace, s.ul.Name, naming.Routing(t.spec.HTTP.Routing, r.Routes.Domain != ""))
 	return ctrl.Result{}, nil
 }
 

@@ -341,7 +341,7 @@ func TestStartActionWakesAnIdleStoppedEnvironment(t *testing.T) {
 	ul := waitStopped(t, ns, "u", v1alpha1.StoppedIdle)
 
 	ctrl.clock.Step(time.Minute)
-	patch, err := actions.Patch(actions.Start, ul, ctrl.clock.Now())
+	patch, err := actions.Patch(actions.Start, actions.Staff, ul, ctrl.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

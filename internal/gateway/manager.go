@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -56,8 +57,18 @@ type Options struct {
 	InsecureCookies bool
 	// AdminGroups may reach every environment.
 	AdminGroups []string
-	// BaseDomain enables subdomain routing.
+	// BaseDomain is the environment domain (subdomain routing).
 	BaseDomain string
+	// PublicURL is the main host's external URL; required with BaseDomain.
+	PublicURL string
+	// UpstreamHeaderTimeout bounds the wait for an environment's response
+	// headers.
+	UpstreamHeaderTimeout time.Duration
+	// Limits cap what one user can hold open.
+	Limits Limits
+	// TrustedProxySecretFile holds a secret the trusted proxy must send in
+	// TrustedProxySecretHeader (header mode).
+	TrustedProxySecretFile, TrustedProxySecretHeader string
 	// ClusterDomain is used to reach Services.
 	ClusterDomain string
 	// WakeTimeout bounds held requests while an environment starts.
@@ -137,12 +148,30 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
+	var publicURL *url.URL
+	if opts.PublicURL != "" {
+		if publicURL, err = url.Parse(opts.PublicURL); err != nil || publicURL.Host == "" || (publicURL.Scheme != "http" && publicURL.Scheme != "https") {
+			return nil, fmt.Errorf("--public-url %q must be an absolute http(s) URL such as https://userland.example.edu", opts.PublicURL)
+		}
+	}
+	if opts.BaseDomain != "" && publicURL == nil && opts.AuthMode != "header" {
+		return nil, errors.New("--base-domain needs --public-url: environment hosts send browsers to the main host to sign in")
+	}
+	if publicURL != nil && opts.BaseDomain != "" && strings.HasSuffix(publicURL.Hostname(), "."+opts.BaseDomain) {
+		return nil, fmt.Errorf("--public-url's host %s is inside --base-domain %s: the main host must not be an environment host", publicURL.Hostname(), opts.BaseDomain)
+	}
+	if err := IndexHosts(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("indexing environment hosts: %w", err)
+	}
+	newProxy := func(extra []string) *proxy.Proxy { return proxy.NewWithTimeout(extra, opts.UpstreamHeaderTimeout) }
 	srv := &Server{
 		Reader:      mgr.GetCache(),
 		Sessions:    store,
 		Policy:      authz.Policy{AdminGroups: opts.AdminGroups},
 		Activity:    &activity.Recorder{Client: mgr.GetClient(), Interval: opts.ActivityInterval},
 		BaseDomain:  opts.BaseDomain,
+		PublicURL:   publicURL,
+		Limits:      opts.Limits,
 		WakeTimeout: opts.WakeTimeout,
 		Resolver:    opts.Resolver,
 		Metrics:     NewMetrics(crmetrics.Registry),
@@ -160,7 +189,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if srv.Static, err = auth.LoadStaticUsers(opts.StaticUsersFile); err != nil {
 			return nil, err
 		}
-		srv.Proxy = proxy.New(nil)
+		srv.Proxy = newProxy(nil)
 	case "header":
 		th := &auth.TrustedHeader{UserHeader: opts.TrustedUserHeader, EmailHeader: opts.TrustedEmailHeader, GroupsHeader: opts.TrustedGroupsHeader}
 		if len(opts.TrustedProxies) == 0 {
@@ -173,8 +202,19 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			}
 			th.Trusted = append(th.Trusted, p)
 		}
+		if opts.TrustedProxySecretFile != "" {
+			secret, err := os.ReadFile(opts.TrustedProxySecretFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading --trusted-proxy-secret-file: %w", err)
+			}
+			th.Secret = []byte(strings.TrimSpace(string(secret)))
+			th.SecretHeader = opts.TrustedProxySecretHeader
+			if len(th.Secret) < 16 || th.SecretHeader == "" {
+				return nil, errors.New("--trusted-proxy-secret-file must hold at least 16 characters and --trusted-proxy-secret-header must name a header")
+			}
+		}
 		srv.Header = th
-		srv.Proxy = proxy.New([]string{opts.TrustedUserHeader, opts.TrustedEmailHeader, opts.TrustedGroupsHeader})
+		srv.Proxy = newProxy([]string{opts.TrustedUserHeader, opts.TrustedEmailHeader, opts.TrustedGroupsHeader, opts.TrustedProxySecretHeader})
 	case "oidc":
 		secret, err := os.ReadFile(opts.OIDCClientSecretFile)
 		if err != nil {
@@ -185,7 +225,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if srv.Provider, err = auth.NewOIDC(context.Background(), cfg); err != nil {
 			return nil, err
 		}
-		srv.Proxy = proxy.New(nil)
+		srv.Proxy = newProxy(nil)
 	case "github":
 		secret, err := os.ReadFile(opts.GitHubClientSecretFile)
 		if err != nil {
@@ -196,7 +236,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if srv.Provider, err = auth.NewGitHub(cfg); err != nil {
 			return nil, err
 		}
-		srv.Proxy = proxy.New(nil)
+		srv.Proxy = newProxy(nil)
 	default:
 		return nil, fmt.Errorf("--auth-mode %q: must be static, header, oidc or github", opts.AuthMode)
 	}
@@ -226,7 +266,14 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.Add(serving(srv.Activity.Start)); err != nil {
 		return nil, err
 	}
-	httpServer := &http.Server{Addr: opts.Listen, Handler: srv.Handler(ctrl.Log.WithName("access")), ReadHeaderTimeout: 30 * time.Second}
+	// No ReadTimeout or WriteTimeout: uploads, downloads and streams into
+	// environments may legitimately take long. Headers must arrive within
+	// ReadHeaderTimeout, the gateway's own forms within formReadTimeout,
+	// and an idle keep-alive connection is closed after IdleTimeout.
+	httpServer := &http.Server{
+		Addr: opts.Listen, Handler: srv.Handler(ctrl.Log.WithName("access")),
+		ReadHeaderTimeout: 20 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+	}
 	if err := mgr.Add(serving(func(ctx context.Context) error {
 		errs := make(chan error, 1)
 		go func() { errs <- httpServer.ListenAndServe() }()

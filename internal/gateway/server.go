@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,6 +30,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/route"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // Server is the gateway's HTTP handler.
@@ -55,8 +55,15 @@ type Server struct {
 	Proxy *proxy.Proxy
 	// Resolver finds environments' Services.
 	Resolver proxy.Resolver
-	// BaseDomain enables subdomain routing (<name>--<namespace>.<domain>).
+	// BaseDomain is the environment domain: with it, environments are
+	// served on their own hosts, <label>.<BaseDomain> (naming.HostLabel),
+	// each its own browser origin.
 	BaseDomain string
+	// PublicURL is the main host's external URL (dashboard, sign-in,
+	// hand-off); environment hosts send browsers there to sign in.
+	PublicURL *url.URL
+	// Limits cap what one user can hold open.
+	Limits Limits
 	// WakeTimeout bounds how long a non-navigation request is held while
 	// its environment starts (60s by default).
 	WakeTimeout time.Duration
@@ -74,6 +81,8 @@ type Server struct {
 	// of requests a starting app gets writes one wake, not one each. An
 	// entry goes when the environment serves, or after the wake timeout.
 	waking map[types.NamespacedName]time.Time
+
+	websockets, waiting counter
 }
 
 // shouldWake reports whether key needs a wake write now, and notes it.
@@ -100,15 +109,24 @@ func (s *Server) Handler(log logr.Logger) http.Handler { return observe(s, s.Met
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if t, err := route.FromHost(r.Host, s.BaseDomain); err == nil || errors.Is(err, route.ErrInvalid) {
+	if label, err := route.LabelFromHost(r.Host, s.BaseDomain); err == nil || errors.Is(err, route.ErrInvalid) {
 		if err != nil {
 			http.Error(w, "invalid environment address", http.StatusBadRequest)
 			return
 		}
-		s.serveEnvironment(w, r, t, false)
+		s.serveEnvHost(w, r, label)
 		return
 	}
-	switch p := r.URL.Path; {
+	p := r.URL.Path
+	switch {
+	case r.Method == http.MethodGet || r.Method == http.MethodHead || strings.HasPrefix(p, route.PathPrefix):
+	case p == dashboard.ImportPath:
+		// The import bounds its own (larger) upload.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(2 * formReadTimeout))
+	default:
+		limitForm(w, r, maxFormBytes)
+	}
+	switch {
 	case p == "/healthz":
 		_, _ = w.Write([]byte("ok"))
 	case p == "/readyz":
@@ -126,6 +144,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/logout":
 		s.Sessions.Clear(w)
 		http.Redirect(w, r, "/", http.StatusSeeOther)
+	case p == HandoffPath:
+		s.handoff(w, r)
 	case strings.HasPrefix(p, dashboard.StaticPath):
 		dashboard.Static().ServeHTTP(w, r)
 	case dashboard.Owns(p):
@@ -138,7 +158,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			http.Error(w, "invalid environment address", http.StatusBadRequest)
 		default:
-			s.serveEnvironment(w, r, t, true)
+			if id, ok := s.identity(w, r); ok {
+				s.serveEnvironment(w, r, id, t, true)
+			}
 		}
 	default:
 		http.NotFound(w, r)
@@ -182,9 +204,11 @@ func isNavigation(r *http.Request) bool {
 }
 
 // serveEnvironment authorises, wakes if needed, and proxies.
-func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t route.Target, pathRouted bool) {
-	id, ok := s.identity(w, r)
-	if !ok {
+func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id session.Identity, t route.Target, pathRouted bool) {
+	// A page of another origin (another environment, any site) must not
+	// drive this one as the viewer: refused before any look-up or dial.
+	if s.crossSite(r) {
+		http.Error(w, "cross-origin request to an environment refused", http.StatusForbidden)
 		return
 	}
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
@@ -194,12 +218,13 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t rout
 		http.NotFound(w, r)
 		return
 	}
-	if pathRouted != (spec.HTTP.Routing != v1alpha1.RoutingSubdomain) {
+	subdomain := naming.Routing(spec.HTTP.Routing, s.BaseDomain != "") == v1alpha1.RoutingSubdomain
+	if pathRouted == subdomain {
 		http.NotFound(w, r)
 		return
 	}
 	if ul.Status.Phase != v1alpha1.PhaseReady {
-		if ul, ok = s.waitReady(w, r, ul); !ok {
+		if ul, ok = s.waitReady(w, r, id, ul); !ok {
 			return
 		}
 	}
@@ -216,18 +241,23 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t rout
 	case !pathRouted:
 		req.Path = r.URL.EscapedPath()
 	case spec.HTTP.StripPrefix == nil || *spec.HTTP.StripPrefix:
-		req.Path, req.Prefix = t.Rest, t.Prefix
+		req.Path, req.Prefix, req.CookiePath = t.Rest, t.Prefix, t.Prefix
 	default:
-		req.Path = r.URL.EscapedPath()
+		req.Path, req.CookiePath = r.URL.EscapedPath(), t.Prefix
 	}
 	upgrade := r.Header.Get("Upgrade") != ""
 	if upgrade {
+		if !s.websockets.acquire(id.User, s.Limits.WebSocketsPerUser) {
+			tooMany(w, "connections", 10*time.Second)
+			return
+		}
 		s.Metrics.websocket(1)
 	}
 	start := time.Now()
 	// An upgraded connection outlives this handler; Done marks its end.
 	req.Done = func() {
 		if upgrade {
+			s.websockets.release(id.User)
 			s.Metrics.websocket(-1)
 		}
 		s.Metrics.proxied(time.Since(start), upgrade)
@@ -237,28 +267,21 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, t rout
 
 // lookup returns the Userland and its template spec when id may reach it.
 func (s *Server) lookup(ctx context.Context, id session.Identity, key types.NamespacedName) (*v1alpha1.Userland, *v1alpha1.TemplateSpec, bool) {
-	var ul v1alpha1.Userland
-	if err := s.Reader.Get(ctx, key, &ul); err != nil {
+	ul, _ := s.Policy.Check(ctx, s.Reader, id, key)
+	if ul == nil {
 		return nil, nil, false
 	}
-	var ns corev1.Namespace
-	if err := s.Reader.Get(ctx, types.NamespacedName{Name: key.Namespace}, &ns); err != nil {
-		return nil, nil, false
-	}
-	if s.Policy.Allowed(id, &ul, ns.Annotations) == "" {
-		return nil, nil, false
-	}
-	spec, err := controller.TemplateSpecOf(ctx, s.Reader, &ul)
+	spec, err := controller.TemplateSpecOf(ctx, s.Reader, ul)
 	if err != nil {
 		return nil, nil, false
 	}
-	return &ul, spec, true
+	return ul, spec, true
 }
 
 // waitReady wakes an idle environment and waits for it: a browser gets a
 // progress page that reloads itself; other requests are held up to
 // WakeTimeout, then get 503 with Retry-After.
-func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, ul *v1alpha1.Userland) (*v1alpha1.Userland, bool) {
+func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Identity, ul *v1alpha1.Userland) (*v1alpha1.Userland, bool) {
 	key := types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}
 	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedSuspended {
 		s.progress(w, ul, http.StatusServiceUnavailable, "This environment is suspended by its administrators, so it cannot be started from here.")
@@ -280,6 +303,11 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, ul *v1alpha1.
 		s.progress(w, ul, http.StatusAccepted, "")
 		return nil, false
 	}
+	if !s.waiting.acquire(id.User, s.Limits.WaitingPerUser) {
+		tooMany(w, "requests waiting for an environment", 5*time.Second)
+		return nil, false
+	}
+	defer s.waiting.release(id.User)
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	start := time.Now()

@@ -310,7 +310,7 @@ func (o *options) get(ctx context.Context, c client.Client, name string) (*v1alp
 }
 
 func (o *options) act(ctx context.Context, c client.Client, ul *v1alpha1.Userland, verb actions.Verb) error {
-	patch, err := actions.Patch(verb, ul, o.now())
+	patch, err := actions.Patch(verb, actions.Staff, ul, o.now())
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 package auth
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -101,6 +102,11 @@ type TrustedHeader struct {
 	UserHeader, EmailHeader, GroupsHeader string
 	// Trusted are the source networks of the proxy.
 	Trusted []netip.Prefix
+	// Secret, when set, must arrive in SecretHeader too: an address range
+	// such as a pod CIDR also holds pods that are not the proxy
+	// (environments among them), so the address alone proves little.
+	Secret       []byte
+	SecretHeader string
 }
 
 // ErrUntrustedSource means identity headers came from outside the trusted
@@ -126,6 +132,9 @@ func (t *TrustedHeader) Identity(r *http.Request) (session.Identity, error) {
 		}
 	}
 	if !trusted {
+		return session.Identity{}, ErrUntrustedSource
+	}
+	if len(t.Secret) > 0 && subtle.ConstantTimeCompare([]byte(r.Header.Get(t.SecretHeader)), t.Secret) != 1 {
 		return session.Identity{}, ErrUntrustedSource
 	}
 	id := session.Identity{User: strings.TrimSpace(r.Header.Get(t.UserHeader)), Email: strings.TrimSpace(r.Header.Get(t.EmailHeader))}

@@ -2,8 +2,13 @@
 package authz
 
 import (
+	"context"
 	"slices"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway/session"
@@ -67,4 +72,26 @@ func intersects(a, b []string) bool {
 		}
 	}
 	return false
+}
+
+// Check is the one access rule for every path that reaches or acts on an
+// environment: proxying, upgrades, wakes, progress pages, hand-offs and
+// dashboard actions. It reads the Userland and its namespace through r and
+// returns the Userland with the reason id may reach it. Any failed lookup
+// denies, exactly like a missing Userland, so that neither an error nor a
+// refusal tells a caller that an environment exists.
+func (p Policy) Check(ctx context.Context, r client.Reader, id session.Identity, key types.NamespacedName) (*v1alpha1.Userland, Reason) {
+	var ul v1alpha1.Userland
+	if err := r.Get(ctx, key, &ul); err != nil {
+		return nil, ""
+	}
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: key.Namespace}, &ns); err != nil {
+		return nil, ""
+	}
+	reason := p.Allowed(id, &ul, ns.Annotations)
+	if reason == "" {
+		return nil, ""
+	}
+	return &ul, reason
 }

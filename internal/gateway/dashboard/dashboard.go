@@ -487,20 +487,19 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, id session.Id
 
 // act changes one environment the user may reach.
 func (d *Dashboard) act(ctx context.Context, id session.Identity, key types.NamespacedName, verb string) (string, error) {
-	var ul v1alpha1.Userland
-	if err := d.Reader.Get(ctx, key, &ul); err != nil {
-		return "", errForbidden
-	}
-	var ns corev1.Namespace
-	_ = d.Reader.Get(ctx, types.NamespacedName{Name: key.Namespace}, &ns)
-	if d.Policy.Allowed(id, &ul, ns.Annotations) == "" {
+	ul, access := d.Policy.Check(ctx, d.Reader, id, key)
+	if ul == nil {
 		return "", errForbidden
 	}
 	verbName, err := actions.Parse(verb)
 	if err != nil {
 		return "", err
 	}
-	patch, err := actions.Patch(verbName, &ul, d.now())
+	actor := actions.Staff
+	if access == authz.Owner {
+		actor = actions.Owner
+	}
+	patch, err := actions.Patch(verbName, actor, ul, d.now())
 	if err != nil {
 		return "", err
 	}
@@ -545,6 +544,9 @@ func capitalise(s string) string {
 func plainError(err error) string {
 	if errors.Is(err, errForbidden) {
 		return "That environment does not exist or is not yours."
+	}
+	if errors.Is(err, actions.ErrSuspendedByStaff) {
+		return "An administrator or instructor suspended this environment, so only they can start it again."
 	}
 	msg := err.Error()
 	if i := strings.LastIndex(msg, ": "); i >= 0 && len(msg)-i < 200 {

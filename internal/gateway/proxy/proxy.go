@@ -61,6 +61,9 @@ type Request struct {
 	// Activity is called whenever bytes flow in either direction,
 	// including on upgraded (WebSocket) connections.
 	Activity func()
+	// CookiePath confines cookies the environment sets to its prefix
+	// (path routing); empty with subdomain routing.
+	CookiePath string
 	// Done, if set, is called once when the exchange is over: when
 	// ServeHTTP returns for plain requests, when the tunnel closes for
 	// upgraded ones.
@@ -80,6 +83,17 @@ type Proxy struct {
 // many small upstreams: many idle connections per host (Go's default of 2
 // halves throughput), short dial timeouts so a stopped pod fails fast.
 func New(extraIdentityHeaders []string) *Proxy {
+	return NewWithTimeout(extraIdentityHeaders, DefaultResponseHeaderTimeout)
+}
+
+// DefaultResponseHeaderTimeout bounds the wait for an environment's
+// response headers: long enough for a slow notebook save or a long poll,
+// short enough that a hung app does not pin requests forever.
+const DefaultResponseHeaderTimeout = 5 * time.Minute
+
+// NewWithTimeout is New with a bound on how long an environment may take to
+// send its response headers (0: no bound).
+func NewWithTimeout(extraIdentityHeaders []string, responseHeaderTimeout time.Duration) *Proxy {
 	dial := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return &Proxy{
 		ExtraIdentityHeaders: extraIdentityHeaders,
@@ -90,7 +104,7 @@ func New(extraIdentityHeaders []string) *Proxy {
 			MaxIdleConns:          1024,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: 0, // long polls and SSE are legitimate
+			ResponseHeaderTimeout: responseHeaderTimeout,
 			ForceAttemptHTTP2:     false,
 		},
 	}
@@ -118,8 +132,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
 		FlushInterval: 0,
 		// Without a pool every response allocates a fresh 32 KiB copy
 		// buffer: most of the proxy's garbage under small requests.
-		BufferPool:   responseBuffers{},
-		Rewrite:      func(pr *httputil.ProxyRequest) { p.rewrite(pr, req) },
+		BufferPool: responseBuffers{},
+		Rewrite:    func(pr *httputil.ProxyRequest) { p.rewrite(pr, req) },
+		ModifyResponse: func(resp *http.Response) error {
+			filterResponse(resp.Header, req.CookiePath)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, _ error) { p.unavailable(w, r) },
 	}
 	rp.ServeHTTP(&activityWriter{ResponseWriter: w, activity: req.Activity}, r)
@@ -132,13 +150,6 @@ func (responseBuffers) Get() []byte { return *copyBuffers.Get().(*[]byte) }
 
 func (responseBuffers) Put(b []byte) { copyBuffers.Put(&b) }
 
-// identityHeaders are dropped from every client request: whatever a client
-// says about who it is, only the gateway's word reaches an environment.
-var identityHeaders = []string{
-	HeaderUser, HeaderEmail, HeaderGroups, HeaderPrefix,
-	"X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Groups", "X-Remote-User", "Remote-User",
-}
-
 // rewrite points the outgoing request at the environment and replaces the
 // identity headers.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest, req Request) {
@@ -150,13 +161,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, req Request) {
 		out.URL.Path = u
 	}
 	out.Host = pr.In.Host
+	dropIdentityHeaders(out.Header, p.ExtraIdentityHeaders)
 	pr.SetXForwarded()
-	for _, h := range identityHeaders {
-		out.Header.Del(h)
-	}
-	for _, h := range p.ExtraIdentityHeaders {
-		out.Header.Del(h)
-	}
 	out.Header.Set(HeaderUser, req.Identity.User)
 	if req.Identity.Email != "" {
 		out.Header.Set(HeaderEmail, req.Identity.Email)
@@ -167,26 +173,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, req Request) {
 	if req.Prefix != "" {
 		out.Header.Set(HeaderPrefix, req.Prefix)
 	}
-	stripSessionCookie(out.Header)
-}
-
-// stripSessionCookie removes the gateway's cookie: an environment must
-// never see a credential for other environments.
-func stripSessionCookie(h http.Header) {
-	cookies := h.Values("Cookie")
-	h.Del("Cookie")
-	for _, line := range cookies {
-		var kept []string
-		for _, part := range strings.Split(line, ";") {
-			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-			if name != session.CookieName && strings.TrimSpace(part) != "" {
-				kept = append(kept, strings.TrimSpace(part))
-			}
-		}
-		if len(kept) > 0 {
-			h.Add("Cookie", strings.Join(kept, "; "))
-		}
-	}
+	stripGatewayCookies(out.Header)
 }
 
 // activityWriter reports activity on every write of a response.

@@ -94,6 +94,7 @@ func (p *Proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, req Request
 		defer func() { _ = upstream.Close() }()
 		defer func() { _ = resp.Body.Close() }()
 		removeHopHeaders(resp.Header)
+		filterResponse(resp.Header, req.CookiePath)
 		for k, v := range resp.Header {
 			w.Header()[k] = v
 		}
@@ -141,6 +142,7 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 	}
 	header := resp.Header.Clone()
 	removeHopHeaders(header)
+	filterResponse(header, req.CookiePath)
 	header.Set("Connection", "Upgrade")
 	header.Set("Upgrade", resp.Header.Get("Upgrade"))
 	if _, err := fmt.Fprintf(clientBuf, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols)); err != nil {

@@ -83,27 +83,24 @@ func hasDotSegment(escapedPath string) bool {
 	return false
 }
 
-// FromHost parses a subdomain-routed request's Host header:
-// "<name>--<namespace>.<baseDomain>[:port]". The namespace is taken after
-// the last "--", since Userland names may themselves contain "--".
-func FromHost(host, baseDomain string) (Target, error) {
+// LabelFromHost returns the environment host label of a request's Host
+// header, "<label>.<domain>[:port]", where domain is the environment
+// domain. Which Userland a label names is the gateway's look-up
+// (naming.HostLabel indexed over its cache), not a parse: labels may be
+// hashed, and a parse could be fooled by names containing "--".
+func LabelFromHost(host, domain string) (string, error) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	base := "." + strings.TrimSuffix(baseDomain, ".")
-	if baseDomain == "" || !strings.HasSuffix(host, base) {
-		return Target{}, ErrNotEnvironment
+	base := "." + strings.TrimSuffix(domain, ".")
+	if domain == "" || !strings.HasSuffix(host, base) {
+		return "", ErrNotEnvironment
 	}
 	label := strings.TrimSuffix(host, base)
-	i := strings.LastIndex(label, "--")
-	if i <= 0 || strings.Contains(label, ".") {
-		return Target{}, ErrInvalid
+	if !validLabel(label) {
+		return "", ErrInvalid
 	}
-	name, ns := label[:i], label[i+2:]
-	if !validLabel(ns) || !validLabel(name) {
-		return Target{}, ErrInvalid
-	}
-	return Target{Namespace: ns, Name: name}, nil
+	return label, nil
 }
 
 // NameFor derives the Userland name auto-provisioning gives an identity:

@@ -46,27 +46,27 @@ func TestFromPath(t *testing.T) {
 	}
 }
 
-func TestFromHost(t *testing.T) {
+func TestLabelFromHost(t *testing.T) {
 	cases := map[string]struct {
 		host string
-		want Target
+		want string
 		err  error
 	}{
-		"plain":                      {"taro--cs101.u.example.edu", Target{Namespace: "cs101", Name: "taro"}, nil},
-		"with port":                  {"taro--cs101.u.example.edu:8443", Target{Namespace: "cs101", Name: "taro"}, nil},
-		"name with double dash":      {"my--lab--cs101.u.example.edu", Target{Namespace: "cs101", Name: "my--lab"}, nil},
-		"the gateway itself":         {"u.example.edu", Target{}, ErrNotEnvironment},
-		"another domain":             {"taro--cs101.evil.example", Target{}, ErrNotEnvironment},
-		"suffix trick":               {"taro--cs101.u.example.edu.evil.example", Target{}, ErrNotEnvironment},
-		"no separator":               {"taro.u.example.edu", Target{}, ErrInvalid},
-		"nested label":               {"x.taro--cs101.u.example.edu", Target{}, ErrInvalid},
-		"upper case":                 {"Taro--cs101.u.example.edu", Target{}, ErrInvalid},
-		"empty namespace":            {"taro--.u.example.edu", Target{}, ErrInvalid},
-		"trailing dot on the domain": {"taro--cs101.u.example.edu.", Target{}, ErrNotEnvironment},
+		"plain":                      {"taro--cs101.u.example.edu", "taro--cs101", nil},
+		"with port":                  {"taro--cs101.u.example.edu:8443", "taro--cs101", nil},
+		"hashed":                     {"my-lab-0123456789ab.u.example.edu", "my-lab-0123456789ab", nil},
+		"the gateway itself":         {"u.example.edu", "", ErrNotEnvironment},
+		"another domain":             {"taro--cs101.evil.example", "", ErrNotEnvironment},
+		"suffix trick":               {"taro--cs101.u.example.edu.evil.example", "", ErrNotEnvironment},
+		"nested label":               {"x.taro--cs101.u.example.edu", "", ErrInvalid},
+		"upper case":                 {"Taro--cs101.u.example.edu", "", ErrInvalid},
+		"too long":                   {strings.Repeat("a", 64) + ".u.example.edu", "", ErrInvalid},
+		"trailing dash":              {"taro-.u.example.edu", "", ErrInvalid},
+		"trailing dot on the domain": {"taro--cs101.u.example.edu.", "", ErrNotEnvironment},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := FromHost(tc.host, "u.example.edu")
+			got, err := LabelFromHost(tc.host, "u.example.edu")
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("error %v, want %v", err, tc.err)
 			}

@@ -60,6 +60,9 @@ type Store struct {
 	// expiry, which is checked on every use.
 	verifiedMu sync.RWMutex
 	verified   map[string]payload
+
+	// used makes hand-off tokens single-use on this replica.
+	used redeemed
 }
 
 // maxVerified bounds the verified-cookie memo; when full it starts over.
@@ -124,16 +127,22 @@ var ErrNoSession = errors.New("no valid session")
 // Load returns the request's identity. A missing, forged, tampered or
 // expired cookie is ErrNoSession.
 func (s *Store) Load(r *http.Request) (Identity, error) {
+	id, _, err := s.LoadSession(r)
+	return id, err
+}
+
+// LoadSession is Load that also returns when the session ends.
+func (s *Store) LoadSession(r *http.Request) (Identity, time.Time, error) {
 	c, err := r.Cookie(CookieName)
 	if err != nil {
-		return Identity{}, ErrNoSession
+		return Identity{}, time.Time{}, ErrNoSession
 	}
 	s.verifiedMu.RLock()
 	p, known := s.verified[c.Value]
 	s.verifiedMu.RUnlock()
 	if !known {
 		if err := securecookie.DecodeMulti(CookieName, c.Value, &p, s.codecs...); err != nil || p.User == "" {
-			return Identity{}, ErrNoSession
+			return Identity{}, time.Time{}, ErrNoSession
 		}
 		s.verifiedMu.Lock()
 		if len(s.verified) >= maxVerified {
@@ -143,9 +152,9 @@ func (s *Store) Load(r *http.Request) (Identity, error) {
 		s.verifiedMu.Unlock()
 	}
 	if s.now().Unix() >= p.Expires {
-		return Identity{}, ErrNoSession
+		return Identity{}, time.Time{}, ErrNoSession
 	}
-	return p.Identity, nil
+	return p.Identity, time.Unix(p.Expires, 0), nil
 }
 
 // FlowCookieName carries an OAuth sign-in in progress between the redirect

@@ -1,0 +1,193 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/route"
+	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/naming"
+)
+
+// Paths of the hand-off between the main host and environment hosts.
+const (
+	// HandoffPath, on the main host, checks access and sends the browser
+	// back to the environment host with a token.
+	HandoffPath = "/handoff"
+	// RedeemPath, on an environment host, trades the token for that
+	// host's own cookie. The gateway answers it; the environment never
+	// sees it.
+	RedeemPath = "/.userland/handoff"
+)
+
+// HostIndex is the cache index of Userlands by host label
+// (naming.HostLabel), through which an environment host finds its Userland.
+const HostIndex = "userland.dev/host-label"
+
+// IndexHosts adds HostIndex to a cache; call it before the cache starts.
+func IndexHosts(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.Userland{}, HostIndex, func(o client.Object) []string {
+		return []string{naming.HostLabel(o.GetNamespace(), o.GetName())}
+	})
+}
+
+// userlandForLabel finds the one Userland whose host label is label.
+func (s *Server) userlandForLabel(ctx context.Context, label string) (types.NamespacedName, bool) {
+	var list v1alpha1.UserlandList
+	if err := s.Reader.List(ctx, &list, client.MatchingFields{HostIndex: label}); err != nil || len(list.Items) != 1 {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: list.Items[0].Namespace, Name: list.Items[0].Name}, true
+}
+
+// serveEnvHost serves a request to an environment host: the hand-off's
+// redemption, or the environment itself for a holder of this host's cookie.
+// Without one, a browser is sent to the main host to sign in and come back.
+func (s *Server) serveEnvHost(w http.ResponseWriter, r *http.Request, label string) {
+	if r.URL.Path == RedeemPath {
+		s.redeem(w, r, label)
+		return
+	}
+	key, found := s.userlandForLabel(r.Context(), label)
+	var id session.Identity
+	var err error
+	switch {
+	case s.Header != nil:
+		if id, err = s.Header.Identity(r); err != nil {
+			s.Metrics.signinFailed("untrusted_header")
+			http.Error(w, "not authenticated", http.StatusUnauthorized)
+			return
+		}
+	case found:
+		id, err = s.Sessions.LoadEnv(r, session.EnvTarget{Namespace: key.Namespace, Name: key.Name})
+	default:
+		err = session.ErrNoSession
+	}
+	if err != nil {
+		// Whether the host names an environment is not revealed before
+		// sign-in: the main host answers 404 after it.
+		if !isNavigation(r) || s.PublicURL == nil {
+			http.Error(w, "not signed in", http.StatusUnauthorized)
+			return
+		}
+		s.startHandoff(w, r)
+		return
+	}
+	if !found {
+		http.NotFound(w, r)
+		return
+	}
+	s.serveEnvironment(w, r, id, route.Target{Namespace: key.Namespace, Name: key.Name}, false)
+}
+
+// startHandoff sets the nonce cookie and sends the browser to the main
+// host's hand-off.
+func (s *Server) startHandoff(w http.ResponseWriter, r *http.Request) {
+	nonce, err := s.Sessions.NewNonce(w)
+	if err != nil {
+		http.Error(w, "could not start sign-in", http.StatusInternalServerError)
+		return
+	}
+	q := url.Values{"host": {r.Host}, "rd": {r.URL.RequestURI()}, "nonce": {nonce}}
+	http.Redirect(w, r, s.PublicURL.JoinPath(HandoffPath).String()+"?"+q.Encode(), http.StatusFound)
+}
+
+// handoff, on the main host, checks that the signed-in user may reach the
+// environment host asked for and sends the browser there with a token.
+func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
+	if s.BaseDomain == "" || s.Header != nil {
+		http.NotFound(w, r)
+		return
+	}
+	host := r.FormValue("host")
+	label, err := route.LabelFromHost(host, s.BaseDomain)
+	if err != nil || strings.ContainsAny(host, "/?#@\\") {
+		http.Error(w, "invalid environment address", http.StatusBadRequest)
+		return
+	}
+	nonce := r.FormValue("nonce")
+	if nonce == "" || len(nonce) > 64 {
+		http.Error(w, "invalid sign-in request", http.StatusBadRequest)
+		return
+	}
+	id, expires, err := s.Sessions.LoadSession(r)
+	if err != nil {
+		http.Redirect(w, r, "/login?rd="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
+		return
+	}
+	key, found := s.userlandForLabel(r.Context(), label)
+	if !found {
+		http.NotFound(w, r)
+		return
+	}
+	if ul, _ := s.Policy.Check(r.Context(), s.Reader, id, key); ul == nil {
+		http.NotFound(w, r)
+		return
+	}
+	token, err := s.Sessions.IssueHandoff(id, expires, session.EnvTarget{Namespace: key.Namespace, Name: key.Name}, host, nonce)
+	if err != nil {
+		http.Error(w, "could not sign in to the environment", http.StatusInternalServerError)
+		return
+	}
+	target := url.URL{Scheme: s.PublicURL.Scheme, Host: host, Path: RedeemPath,
+		RawQuery: url.Values{"token": {token}, "rd": {auth.SafeReturnPath(r.FormValue("rd"))}}.Encode()}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	http.Redirect(w, r, target.String(), http.StatusSeeOther)
+}
+
+// redeem, on an environment host, trades a hand-off token for the host's
+// cookie and continues to where the user was going.
+func (s *Server) redeem(w http.ResponseWriter, r *http.Request, label string) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	env, err := s.Sessions.RedeemHandoff(w, r, r.Host, r.FormValue("token"))
+	if err != nil {
+		s.Metrics.signinFailed("handoff")
+		http.Error(w, "this sign-in link has expired or was already used; open the environment again", http.StatusBadRequest)
+		return
+	}
+	if key, ok := s.userlandForLabel(r.Context(), label); !ok || key.Namespace != env.Namespace || key.Name != env.Name {
+		s.Sessions.ClearEnv(w)
+		http.NotFound(w, r)
+		return
+	}
+	http.Redirect(w, r, auth.SafeReturnPath(r.FormValue("rd")), http.StatusSeeOther)
+}
+
+// crossSite reports a WebSocket upgrade or state-changing request into an
+// environment whose Origin is neither the request's own origin nor the
+// main host. Browsers send Origin on both; a request without one is not
+// from a page, so it carries no ambient credential worth forging.
+func (s *Server) crossSite(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if r.Header.Get("Upgrade") == "" {
+			return false
+		}
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	o, err := url.Parse(origin)
+	if err != nil || o.Host == "" || (o.Scheme != "http" && o.Scheme != "https") {
+		return true // "null" (sandboxed frames, data: URLs) included
+	}
+	if strings.EqualFold(o.Host, r.Host) && (s.PublicURL == nil || o.Scheme == s.PublicURL.Scheme) {
+		return false
+	}
+	return s.PublicURL == nil || !strings.EqualFold(o.Host, s.PublicURL.Host) || o.Scheme != s.PublicURL.Scheme
+}

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// identityHeaderPrefixes are header families that proxies and apps read as
+// "who is this": every header starting with one is dropped from client
+// requests before the gateway adds its own.
+var identityHeaderPrefixes = []string{"X-Forwarded-", "X-Auth-Request-", "X-Remote-", "X-Authenticated-"}
+
+// identityHeaderNames are single identity headers dropped from client
+// requests. Forwarded (RFC 7239) is dropped whole: its for/by/host parts are
+// set again by the gateway as X-Forwarded-*, and its extensions can carry a
+// user.
+var identityHeaderNames = []string{"Forwarded", "Remote-User", "Remote-Groups", "Remote-Email", "Remote-Name", "X-User", "X-Email"}
+
+// dropIdentityHeaders removes every identity-looking header a client sent,
+// and extra (configured) names.
+func dropIdentityHeaders(h http.Header, extra []string) {
+	for name := range h {
+		for _, p := range identityHeaderPrefixes {
+			if strings.HasPrefix(name, p) {
+				delete(h, name)
+				break
+			}
+		}
+	}
+	for _, name := range identityHeaderNames {
+		h.Del(name)
+	}
+	for _, name := range extra {
+		if name != "" {
+			h.Del(name)
+		}
+	}
+}
+
+// gatewayCookies are the gateway's own cookie names: never forwarded to an
+// environment, never accepted from one.
+var gatewayCookies = session.CookieNames()
+
+// stripGatewayCookies removes the gateway's cookies from a request: an
+// environment must never see a credential, for itself or for others.
+func stripGatewayCookies(h http.Header) {
+	lines := h.Values("Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	h.Del("Cookie")
+	var kept []string
+	for _, line := range lines {
+		for _, part := range strings.Split(line, ";") {
+			part = strings.TrimSpace(part)
+			name, _, _ := strings.Cut(part, "=")
+			if part != "" && !slices.Contains(gatewayCookies, strings.TrimSpace(name)) {
+				kept = append(kept, part)
+			}
+		}
+	}
+	if len(kept) > 0 {
+		h.Set("Cookie", strings.Join(kept, "; "))
+	}
+}
+
+// filterResponse removes from an environment's response what would let it
+// act beyond itself:
+//   - Set-Cookie for any of the gateway's cookie names (session fixation,
+//     signing the viewer out, cookie tossing);
+//   - the Domain attribute of every cookie, so a cookie stays on the
+//     environment's own host and is not tossed to sibling environments
+//     under the same domain;
+//   - in path routing (cookiePath set), a Path outside the environment's
+//     prefix, which is moved under it;
+//   - Service-Worker-Allowed, which would widen a service worker's scope
+//     beyond the script's own path (over /login, say).
+func filterResponse(h http.Header, cookiePath string) {
+	h.Del("Service-Worker-Allowed")
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range lines {
+		c, err := http.ParseSetCookie(line)
+		if err != nil || isGatewayCookie(c.Name) {
+			continue
+		}
+		c.Domain = ""
+		if cookiePath != "" && c.Path != cookiePath && !strings.HasPrefix(c.Path, cookiePath+"/") {
+			c.Path = cookiePath + "/" + strings.TrimPrefix(c.Path, "/")
+		}
+		if v := c.String(); v != "" {
+			h.Add("Set-Cookie", v)
+		}
+	}
+}
+
+// isGatewayCookie compares case-insensitively: some browsers and proxies
+// fold cookie names, and a near-miss would still shadow the real one.
+func isGatewayCookie(name string) bool {
+	for _, g := range gatewayCookies {
+		if strings.EqualFold(name, g) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,107 @@
+// Package naming holds the rules that turn a Userland into the addresses
+// people open: its host label under the environment domain, its URL and its
+// base path. The controller (status.url), the gateway (routing) and the
+// tools that print URLs all use these functions, so an address means the
+// same thing everywhere.
+package naming
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// maxLabel is the longest DNS label (RFC 1035).
+const maxLabel = 63
+
+// hashLen is how many hex digits of SHA-256 a hashed label carries (48
+// bits: a collision among a cluster's Userlands is vanishingly unlikely, and
+// the gateway refuses a host that matches more than one).
+const hashLen = 12
+
+// HostLabel is the DNS label of an environment's host under the environment
+// domain. It is "<name>--<namespace>" when neither part contains "--" and
+// the result fits in one label; otherwise a readable prefix of the name and a
+// hash of namespace and name ("<name-prefix>-<hash>"). The readable form has
+// exactly one "--" and the hashed form none, so no two Userlands share a
+// label: "a" in namespace "b--c" and "a--b" in "c" both get hashed labels,
+// distinct because their hashes differ.
+func HostLabel(namespace, name string) string {
+	if !strings.Contains(name, "--") && !strings.Contains(namespace, "--") && len(name)+2+len(namespace) <= maxLabel {
+		return name + "--" + namespace
+	}
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	prefix := name
+	for strings.Contains(prefix, "--") {
+		prefix = strings.ReplaceAll(prefix, "--", "-")
+	}
+	if limit := maxLabel - 1 - hashLen; len(prefix) > limit {
+		prefix = prefix[:limit]
+	}
+	prefix = strings.TrimRight(prefix, "-")
+	return prefix + "-" + hex.EncodeToString(sum[:])[:hashLen]
+}
+
+// Routing is the routing an environment is served with: the template's own
+// choice when it makes one, otherwise Subdomain where the installation has an
+// environment domain (each environment its own origin) and Path where it has
+// none.
+func Routing(spec v1alpha1.Routing, haveDomain bool) v1alpha1.Routing {
+	switch {
+	case spec != "":
+		return spec
+	case haveDomain:
+		return v1alpha1.RoutingSubdomain
+	default:
+		return v1alpha1.RoutingPath
+	}
+}
+
+// Routes says where the gateway serves environments.
+type Routes struct {
+	// GatewayURL is the main host's external URL, e.g.
+	// https://userland.example.edu: the dashboard, sign-in and
+	// path-routed environments.
+	GatewayURL *url.URL
+	// Domain is the environment domain: environment hosts are
+	// <label>.<Domain>, on GatewayURL's scheme and port. Empty: no
+	// subdomain routing.
+	Domain string
+}
+
+// Host is the host (with the gateway's port, if it has one) that serves a
+// subdomain-routed environment.
+func (r Routes) Host(namespace, name string) string {
+	host := HostLabel(namespace, name) + "." + strings.TrimSuffix(r.Domain, ".")
+	if r.GatewayURL != nil && r.GatewayURL.Port() != "" {
+		host = net.JoinHostPort(host, r.GatewayURL.Port())
+	}
+	return host
+}
+
+// URL is the address a user opens for the environment; empty without a
+// gateway URL.
+func (r Routes) URL(namespace, name string, routing v1alpha1.Routing) string {
+	if r.GatewayURL == nil {
+		return ""
+	}
+	u := *r.GatewayURL
+	if routing == v1alpha1.RoutingSubdomain && r.Domain != "" {
+		u.Host = r.Host(namespace, name)
+		u.Path = "/"
+		return u.String()
+	}
+	return u.JoinPath("u", namespace, name).String() + "/"
+}
+
+// BasePath is the path prefix the environment is served under.
+func BasePath(namespace, name string, routing v1alpha1.Routing) string {
+	if routing == v1alpha1.RoutingSubdomain {
+		return "/"
+	}
+	return "/u/" + namespace + "/" + name + "/"
+}
