@@ -68,6 +68,8 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")
 	f.IntVar(&opts.Workers, "workers", 16, "Userlands reconciled in parallel (a reconcile mostly waits on the API server)")
 	f.StringVar(&opts.GatewayURL, "gateway-url", "", "external URL of the gateway, e.g. https://userland.example.edu; sets status.url")
+	f.StringVar(&opts.BaseDomain, "base-domain", "", "environment domain, as the gateway's --base-domain: status.url is then the environment's own host, and templates without http.routing use it")
+	f.StringVar(&opts.GatewayNamespace, "gateway-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the gateway's pods; NetworkPolicies admit --gateway-pod-selector's pods of this namespace only (default $POD_NAMESPACE)")
 	f.StringVar(&opts.GatewaySelector, "gateway-pod-selector", "app.kubernetes.io/name=userland-gateway", "label selector of the gateway's pods; NetworkPolicies admit only them")
 	f.DurationVar(&opts.RolloutIdleAfter, "rollout-idle-after", 10*time.Minute, "how long without activity before a WhenIdle template change is applied to a running environment")
 	f.BoolVar(&disableWebhooks, "disable-webhooks", false, "do not serve the admission webhooks (for running outside the cluster)")

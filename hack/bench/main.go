@@ -196,7 +196,7 @@ func run(o options) error {
 	ctrlProc, err := startProcess("controller", filepath.Join(dir, "controller.log"), bin, "controller",
 		"--kubeconfig", ctrlKubeconfig, "--disable-webhooks", "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--workers=16",
-		"--kube-api-qps=500", "--kube-api-burst=1000", "--gateway-url=http://"+gatewayHost,
+		"--kube-api-qps=500", "--kube-api-burst=1000", "--gateway-url=http://"+gatewayHost, "--gateway-namespace=userland-system",
 		"--pprof-bind-address", pprofAddr)
 	if err != nil {
 		return err

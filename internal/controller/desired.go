@@ -203,9 +203,11 @@ func Service(ul *v1alpha1.Userland, port int32) *corev1.Service {
 }
 
 // NetworkPolicy admits traffic to the environment's pods only from the
-// gateway's pods (in any namespace), on the HTTP port. Other users' pods
-// cannot reach it.
-func NetworkPolicy(ul *v1alpha1.Userland, port int32, gateway *metav1.LabelSelector) *networkingv1.NetworkPolicy {
+// gateway's pods in the gateway's own namespace, on the HTTP port. Both
+// selectors sit in one peer, so they must both match: a pod elsewhere that
+// copies the gateway's labels (anyone who can create pods can) is not
+// admitted. Other users' pods cannot reach it.
+func NetworkPolicy(ul *v1alpha1.Userland, port int32, gatewayNamespace string, gateway *metav1.LabelSelector) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: ownedMeta(ul),
@@ -214,7 +216,7 @@ func NetworkPolicy(ul *v1alpha1.Userland, port int32, gateway *metav1.LabelSelec
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From: []networkingv1.NetworkPolicyPeer{{
-					NamespaceSelector: &metav1.LabelSelector{},
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: gatewayNamespace}},
 					PodSelector:       gateway,
 				}},
 				Ports: []networkingv1.NetworkPolicyPort{{

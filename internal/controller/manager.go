@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"net/url"
@@ -48,8 +49,14 @@ type Options struct {
 	Workers int
 	// GatewayURL is the gateway's external URL, for status.url.
 	GatewayURL string
+	// BaseDomain is the environment domain (subdomain routing); empty: the
+	// gateway URL's host, as before environment domains existed.
+	BaseDomain string
 	// GatewaySelector selects gateway pods in NetworkPolicies.
 	GatewaySelector string
+	// GatewayNamespace is the gateway's namespace: NetworkPolicies admit
+	// GatewaySelector's pods of this namespace only.
+	GatewayNamespace string
 	// RolloutIdleAfter is how long without activity makes a WhenIdle
 	// rollout due.
 	RolloutIdleAfter time.Duration
@@ -116,6 +123,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.GatewayURL == "" {
 		gatewayURL = nil
 	}
+	if opts.GatewayNamespace == "" {
+		return nil, errors.New("--gateway-namespace is required: environment NetworkPolicies admit the gateway's pods of that namespace only")
+	}
 	selector, err := metav1.ParseToLabelSelector(opts.GatewaySelector)
 	if err != nil {
 		return nil, fmt.Errorf("--gateway-pod-selector %q: %w", opts.GatewaySelector, err)
@@ -168,8 +178,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorder("userland-controller"),
 		Clock:            opts.Clock,
-		Routes:           Routes{GatewayURL: gatewayURL},
+		Routes:           Routes{GatewayURL: gatewayURL, Domain: opts.BaseDomain},
 		GatewaySelector:  selector,
+		GatewayNamespace: opts.GatewayNamespace,
 		RolloutIdleAfter: opts.RolloutIdleAfter,
 		Metrics:          NewMetrics(opts.Registry, mgr.GetCache()),
 	}

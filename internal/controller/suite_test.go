@@ -112,6 +112,7 @@ func startController(t *testing.T) *running {
 		Workers:          8,
 		GatewayURL:       gatewayURL,
 		GatewaySelector:  "app.kubernetes.io/name=userland-gateway",
+		GatewayNamespace: "userland-system",
 		RolloutIdleAfter: 10 * time.Minute,
 		Clock:            r.clock,
 		Registry:         prometheus.NewRegistry(),

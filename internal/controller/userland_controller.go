@@ -45,6 +45,8 @@ type UserlandReconciler struct {
 	Routes Routes
 	// GatewaySelector selects the gateway's pods in NetworkPolicies.
 	GatewaySelector *metav1.LabelSelector
+	// GatewayNamespace is the namespace those pods must be in.
+	GatewayNamespace string
 	// RolloutIdleAfter is how long without activity makes a WhenIdle
 	// rollout due.
 	RolloutIdleAfter time.Duration

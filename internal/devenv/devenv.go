@@ -88,6 +88,12 @@ var DemoUsers = []DemoUser{
 	{Name: "admin", Email: "admin@uni.example.ac.jp", Groups: []string{AdminGroup}, Role: "administrator"},
 }
 
+// EnvironmentDomain is dev mode's environment domain: browsers resolve
+// every *.localhost name to this machine, so each environment gets its own
+// origin (http://<name>--<namespace>.localhost:8000) with no DNS set-up,
+// apart from the dashboard's http://127.0.0.1:8000.
+const EnvironmentDomain = "localhost"
+
 // Options configure dev mode.
 type Options struct {
 	// StateDir keeps the cluster's data between runs (.userland-dev).
@@ -442,6 +448,7 @@ func (s *Stack) run(ctx context.Context) error {
 	ctrlMgr, err := controller.NewManager(s.Config, controller.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4,
 		GatewayURL: s.URL, GatewaySelector: "app.kubernetes.io/name=userland-gateway",
+		GatewayNamespace: SystemNamespace, BaseDomain: EnvironmentDomain,
 		Registry: prometheus.NewRegistry(),
 		Webhooks: &controller.WebhookOptions{
 			Host: "127.0.0.1", Port: webhookPort, CertDir: filepath.Join(s.opts.StateDir, "run", "webhook-certs"),
@@ -465,6 +472,8 @@ func (s *Stack) run(ctx context.Context) error {
 		StaticUsersFile: stateFiles.users, SessionKeysFile: stateFiles.keys, SessionTTL: 12 * time.Hour,
 		InsecureCookies: true, AdminGroups: []string{AdminGroup}, ClusterDomain: "cluster.local",
 		WakeTimeout: time.Minute, ActivityInterval: 30 * time.Second, Resolver: resolver,
+		PublicURL: s.URL, BaseDomain: EnvironmentDomain,
+		Limits:    gateway.Limits{WebSocketsPerUser: 64, WaitingPerUser: 32},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the gateway: %w", err)

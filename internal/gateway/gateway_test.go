@@ -60,7 +60,7 @@ func startController(t *testing.T) {
 	}
 	started = true
 	mgr, err := controller.NewManager(env.Config, controller.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, GatewaySelector: "app=gw",
+		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, GatewaySelector: "app=gw", GatewayNamespace: "userland-system",
 		Clock: clock, Registry: prometheus.NewRegistry(), RolloutIdleAfter: time.Hour,
 	})
 	if err != nil {

@@ -46,18 +46,18 @@ func HostLabel(namespace, name string) string {
 	return prefix + "-" + hex.EncodeToString(sum[:])[:hashLen]
 }
 
-// Routing is the routing an environment is served with: the template's own
-// choice when it makes one, otherwise Subdomain where the installation has an
-// environment domain (each environment its own origin) and Path where it has
-// none.
+// Routing is the routing an environment is served with. Without an
+// environment domain there are no environment hosts, so it is Path.
+// With one, it is the template's own choice when it makes one, and
+// otherwise Subdomain: each environment its own origin, safe by default.
 func Routing(spec v1alpha1.Routing, haveDomain bool) v1alpha1.Routing {
 	switch {
+	case !haveDomain:
+		return v1alpha1.RoutingPath
 	case spec != "":
 		return spec
-	case haveDomain:
-		return v1alpha1.RoutingSubdomain
 	default:
-		return v1alpha1.RoutingPath
+		return v1alpha1.RoutingSubdomain
 	}
 }
 
