@@ -77,7 +77,7 @@ func TestSamplesAreAcceptedAndReadBackWithDefaults(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vscode"}, &vscode); err != nil {
 		t.Fatalf("reading vscode: %v", err)
 	}
-	if diff := cmp.Diff(v1alpha1.HTTPSpec{Port: 8080, Routing: v1alpha1.RoutingPath, StripPrefix: ptr.To(true)}, vscode.Spec.HTTP); diff != "" {
+	if diff := cmp.Diff(v1alpha1.HTTPSpec{Port: 8080, StripPrefix: ptr.To(true)}, vscode.Spec.HTTP); diff != "" {
 		t.Errorf("vscode http defaults (-want +got):\n%s", diff)
 	}
 	wantVolume := v1alpha1.VolumeSpec{

@@ -76,9 +76,11 @@ type HTTPSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
 
-	// Routing is Path (/u/<namespace>/<name>/) or Subdomain
-	// (<name>--<namespace>.<base domain>).
-	// +kubebuilder:default=Path
+	// Routing is Path (/u/<namespace>/<name>/ on the main host, sharing its
+	// origin with the dashboard and every other environment) or Subdomain
+	// (the environment's own host under the installation's environment
+	// domain, its own origin). Unset: Subdomain where the installation has
+	// an environment domain, else Path.
 	// +optional
 	Routing Routing `json:"routing,omitempty"`
 

@@ -87,8 +87,13 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 	if err := env.Client.Get(ctx, key, &np); err != nil {
 		t.Fatal(err)
 	}
-	from := np.Spec.Ingress[0].From[0]
-	if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "userland-gateway"}, from.PodSelector.MatchLabels); diff != "" {
+	// One peer with both selectors: gateway pods of the gateway's namespace
+	// only, not a pod elsewhere that copies the gateway's labels.
+	wantFrom := []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "userland-system"}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "userland-gateway"}},
+	}}
+	if diff := cmp.Diff(wantFrom, np.Spec.Ingress[0].From); diff != "" {
 		t.Errorf("network policy admits (-want +got):\n%s", diff)
 	}
 	var pvc corev1.PersistentVolumeClaim

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,6 +70,9 @@ func startController(t *testing.T) {
 	go func() { _ = mgr.Start(context.Background()) }()
 }
 
+// upstreamPosts counts POSTs that reached any test upstream.
+var upstreamPosts atomic.Int32
+
 // upstream is a real app answering for every environment.
 func upstream(t *testing.T) *httptest.Server {
 	mux := http.NewServeMux()
@@ -80,7 +84,18 @@ func upstream(t *testing.T) *httptest.Server {
 		defer func() { _ = c.CloseNow() }()
 		_ = c.Write(r.Context(), websocket.MessageText, []byte("hello "+r.Header.Get(proxy.HeaderUser)))
 	})
+	// A hostile app's response: it tries to plant the gateway's session,
+	// toss a cookie to sibling environments and widen a service worker.
+	mux.HandleFunc("/hostile", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("Set-Cookie", session.CookieName+"=forged; Path=/")
+		w.Header().Add("Set-Cookie", "tossed=1; Domain=apps.test; Path=/")
+		w.Header().Set("Service-Worker-Allowed", "/")
+		_, _ = w.Write([]byte("hostile"))
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			upstreamPosts.Add(1)
+		}
 		_ = json.NewEncoder(w).Encode(map[string]string{"user": r.Header.Get(proxy.HeaderUser), "path": r.URL.EscapedPath(), "cookie": r.Header.Get("Cookie")})
 	})
 	s := httptest.NewServer(mux)
@@ -181,6 +196,9 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	cctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go func() { _ = c.Start(cctx) }()
+	if err := gateway.IndexHosts(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &corev1.Namespace{}} {
 		if _, err := c.GetInformer(ctx, o); err != nil {
 			t.Fatal(err)
@@ -587,55 +605,6 @@ func TestLogoutEndsTheSession(t *testing.T) {
 	}
 	if resp, _ := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("after logout: %s, want 401", resp.Status)
-	}
-}
-
-func TestSubdomainRouting(t *testing.T) {
-	f := setup(t, func(s *gateway.Server) { s.BaseDomain = "u.example.edu" })
-	ctx := context.Background()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var tmpl v1alpha1.Template
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, &tmpl); err != nil {
-			return err
-		}
-		tmpl.Spec.HTTP.Routing = v1alpha1.RoutingSubdomain
-		return env.Client.Update(ctx, &tmpl)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := browser(t)
-	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
-	u, _ := url.Parse(f.gateway.URL)
-	request := func(host, path string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, f.gateway.URL+path, nil)
-		req.Host = host
-		req.Header.Set("Cookie", cookieHeader(c, u))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		code, _ := request("alice--"+f.ns+".u.example.edu", "/lab")
-		return code == http.StatusOK, nil
-	})
-	if err != nil {
-		t.Fatal("alice's subdomain never answered")
-	}
-	code, body := request("alice--"+f.ns+".u.example.edu", "/lab")
-	if !strings.Contains(body, `"path":"/lab"`) || !strings.Contains(body, `"user":"alice"`) {
-		t.Errorf("subdomain request reached %d %s", code, body)
-	}
-	if code, _ := request("bob--"+f.ns+".u.example.edu", "/"); code != http.StatusNotFound {
-		t.Errorf("bob's subdomain as alice: %d, want 404", code)
-	}
-	// Path routing does not serve a subdomain-routed environment.
-	if code, _ := request(u.Host, "/u/"+f.ns+"/alice/"); code != http.StatusNotFound {
-		t.Errorf("path route to a subdomain environment: %d, want 404", code)
 	}
 }
 

@@ -1,0 +1,212 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/userland-dev/userland/internal/gateway"
+	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/naming"
+)
+
+// hostsFixture is a gateway with environment hosts under apps.test and its
+// main host at main.test, both answered by one test server.
+type hostsFixture struct {
+	fixture
+	port string
+}
+
+func (h hostsFixture) mainURL() string { return "http://main.test:" + h.port }
+
+func (h hostsFixture) envURL(name string) string {
+	return "http://" + naming.HostLabel(h.ns, name) + ".apps.test:" + h.port
+}
+
+func setupHosts(t *testing.T) hostsFixture {
+	var port string
+	f := setup(t, func(s *gateway.Server) {
+		s.BaseDomain = "apps.test"
+	})
+	_, port, _ = net.SplitHostPort(strings.TrimPrefix(f.gateway.URL, "http://"))
+	f.server.PublicURL, _ = url.Parse("http://main.test:" + port)
+	return hostsFixture{fixture: f, port: port}
+}
+
+// hostBrowser keeps cookies per host, as a browser does, follows
+// redirects, and reaches every host through the test gateway.
+func (h hostsFixture) browser(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	addr := strings.TrimPrefix(h.gateway.URL, "http://")
+	return &http.Client{Jar: jar, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+}
+
+func navigate(t *testing.T, c *http.Client, u string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	return get(t, c, u, mergeHeaders(map[string]string{"Sec-Fetch-Mode": "navigate", "Accept": "text/html"}, header))
+}
+
+func mergeHeaders(a, b map[string]string) map[string]string {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
+}
+
+// signInThroughHandoff opens an environment host signed out and signs in
+// on the main host's form, as a browser following the redirects would.
+func (h hostsFixture) signInThroughHandoff(t *testing.T, c *http.Client, user, pw, env string) *http.Response {
+	t.Helper()
+	resp, body := navigate(t, c, h.envURL(env)+"/lab?x=1", nil)
+	if resp.Request.URL.Host != "main.test:"+h.port || resp.Request.URL.Path != "/login" || !strings.Contains(body, "Sign in") {
+		t.Fatalf("signed-out environment host led to %s (%s), want the main host's sign-in form", resp.Request.URL, resp.Status)
+	}
+	form := url.Values{"username": {user}, "password": {pw}, "rd": {resp.Request.URL.Query().Get("rd")}}
+	resp, err := c.PostForm(h.mainURL()+"/login", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp
+}
+
+func TestEnvironmentHostsSignInThroughTheHandoff(t *testing.T) {
+	h := setupHosts(t)
+	c := h.browser(t)
+	resp := h.signInThroughHandoff(t, c, "alice", "alice-pw", "alice")
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.String() != h.envURL("alice")+"/lab?x=1" {
+		t.Fatalf("after sign-in: %s at %s, want 200 at alice's /lab?x=1", resp.Status, resp.Request.URL)
+	}
+	resp, body := get(t, c, h.envURL("alice")+"/lab", map[string]string{"X-Forwarded-Preferred-Username": "bob", "X-Auth-Request-User": "bob", "Remote-User": "bob"})
+	var seen map[string]string
+	_ = json.Unmarshal([]byte(body), &seen)
+	if resp.StatusCode != http.StatusOK || seen["user"] != "alice" {
+		t.Fatalf("alice's environment: %s %s", resp.Status, body)
+	}
+	for _, name := range session.CookieNames() {
+		if strings.Contains(seen["cookie"], name+"=") {
+			t.Errorf("the environment received the gateway's cookie %s: %q", name, seen["cookie"])
+		}
+	}
+	// The main host's session and the environment's cookie are separate,
+	// host-only cookies.
+	envU, _ := url.Parse(h.envURL("alice"))
+	mainU, _ := url.Parse(h.mainURL())
+	if got := cookieHeader(c, envU); strings.Contains(got, session.CookieName+"=") || !strings.Contains(got, "userland_env=") {
+		t.Errorf("cookies on the environment host: %q", got)
+	}
+	if got := cookieHeader(c, mainU); strings.Contains(got, "userland_env=") {
+		t.Errorf("the environment cookie reached the main host: %q", got)
+	}
+
+	t.Run("another user's environment host is not found after sign-in", func(t *testing.T) {
+		resp, _ := navigate(t, c, h.envURL("bob")+"/", nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("bob's host as alice: %s at %s, want 404", resp.Status, resp.Request.URL)
+		}
+		resp, _ = navigate(t, c, "http://nobody-abcdef012345.apps.test:"+h.port+"/", nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("a host naming no environment: %s, want the same 404", resp.Status)
+		}
+	})
+	t.Run("alice's environment cookie replayed on bob's host opens nothing", func(t *testing.T) {
+		jar, _ := cookiejar.New(nil)
+		bobU, _ := url.Parse(h.envURL("bob"))
+		jar.SetCookies(bobU, c.Jar.Cookies(envU))
+		thief := h.browser(t)
+		thief.Jar = jar
+		resp, body := get(t, thief, h.envURL("bob")+"/", map[string]string{"Accept": "application/json"})
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, `"user"`) {
+			t.Errorf("replayed cookie on bob's host: %s %s", resp.Status, body)
+		}
+	})
+	t.Run("a hostile response cannot set the gateway's cookies or widen a service worker", func(t *testing.T) {
+		resp, _ := get(t, c, h.envURL("alice")+"/hostile", nil)
+		if sw := resp.Header.Get("Service-Worker-Allowed"); sw != "" {
+			t.Errorf("Service-Worker-Allowed %q passed", sw)
+		}
+		for _, sc := range resp.Header.Values("Set-Cookie") {
+			if strings.HasPrefix(sc, session.CookieName) || strings.Contains(strings.ToLower(sc), "domain=") {
+				t.Errorf("Set-Cookie %q passed", sc)
+			}
+		}
+		if got := cookieHeader(c, mainU); strings.Contains(got, "forged") {
+			t.Errorf("the main host's cookies now hold %q", got)
+		}
+	})
+	t.Run("a hand-off token cannot be replayed", func(t *testing.T) {
+		noRedirect := h.browser(t)
+		noRedirect.Jar = c.Jar
+		noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, _ := get(t, noRedirect, h.envURL("alice")+"/.userland/handoff?token=forged&rd=/", nil)
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("forged token: %s, want 400", resp.Status)
+		}
+	})
+}
+
+func TestCrossOriginRequestsIntoAnEnvironmentAreRefused(t *testing.T) {
+	h := setupHosts(t)
+	c := h.browser(t)
+	h.signInThroughHandoff(t, c, "alice", "alice-pw", "alice")
+	alice := h.envURL("alice")
+	before := upstreamPosts.Load()
+	post := func(origin string) int {
+		req, _ := http.NewRequest(http.MethodPost, alice+"/api/kernels", strings.NewReader("{}"))
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	for origin, want := range map[string]int{
+		h.envURL("bob"):       http.StatusForbidden,
+		"http://evil.example": http.StatusForbidden,
+		"null":                http.StatusForbidden,
+		"https://" + strings.TrimPrefix(alice, "http://"): http.StatusForbidden,
+		alice:       http.StatusOK,
+		h.mainURL(): http.StatusOK,
+		"":          http.StatusOK,
+	} {
+		if got := post(origin); got != want {
+			t.Errorf("POST with Origin %q: %d, want %d", origin, got, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wsURL := "ws" + strings.TrimPrefix(alice, "http") + "/ws"
+	_, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: c, HTTPHeader: http.Header{"Origin": {h.envURL("bob")}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin WebSocket: %v %v, want 403", err, resp)
+	}
+	conn, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: c, HTTPHeader: http.Header{"Origin": {alice}}})
+	if err != nil {
+		t.Fatalf("same-origin WebSocket: %v", err)
+	}
+	_, msg, err := conn.Read(ctx)
+	if err != nil || string(msg) != "hello alice" {
+		t.Errorf("same-origin WebSocket said %q, %v", msg, err)
+	}
+	_ = conn.CloseNow()
+	// Only the three allowed POSTs reached the environment: refusals
+	// happen before any upstream dial.
+	if got := upstreamPosts.Load() - before; got != 3 {
+		t.Errorf("the environment saw %d POSTs, want the 3 allowed ones", got)
+	}
+}

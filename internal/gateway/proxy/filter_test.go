@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDropIdentityHeaders(t *testing.T) {
+	h := http.Header{}
+	for _, name := range []string{
+		"X-Forwarded-User", "X-Forwarded-Preferred-Username", "X-Forwarded-Access-Token", "X-Auth-Request-User",
+		"X-Auth-Request-Preferred-Username", "Remote-User", "X-Remote-User", "X-Remote-Group", "Forwarded",
+		"X-Userland-Proxy-Secret", "Accept", "X-Requested-With",
+	} {
+		h.Set(name, "bob")
+	}
+	dropIdentityHeaders(h, []string{"X-Userland-Proxy-Secret"})
+	var left []string
+	for name := range h {
+		left = append(left, name)
+	}
+	if diff := cmp.Diff([]string{"Accept", "X-Requested-With"}, sortStrings(left)); diff != "" {
+		t.Errorf("headers left (-want +got):\n%s", diff)
+	}
+}
+
+func TestStripGatewayCookies(t *testing.T) {
+	h := http.Header{"Cookie": {"userland_session=s; app=1", "__Host-userland_env=e; userland_handoff=n; _xsrf=2; userland_oauth=o"}}
+	stripGatewayCookies(h)
+	if diff := cmp.Diff([]string{"app=1; _xsrf=2"}, h.Values("Cookie")); diff != "" {
+		t.Errorf("Cookie (-want +got):\n%s", diff)
+	}
+}
+
+func TestFilterResponse(t *testing.T) {
+	cases := map[string]struct {
+		setCookies []string
+		cookiePath string
+		want       []string
+	}{
+		"the gateway's cookies are dropped, in any case": {
+			setCookies: []string{"userland_session=forged; Path=/", "USERLAND_SESSION=x", "__Host-userland_env=x; Path=/; Secure", "userland_handoff=x"},
+			want:       nil,
+		},
+		"a cookie's Domain is removed, so it stays on the environment's host": {
+			setCookies: []string{"app=1; Domain=apps.example.edu; Path=/; HttpOnly"},
+			want:       []string{"app=1; Path=/; HttpOnly"},
+		},
+		"path routing confines cookies under the prefix": {
+			setCookies: []string{"a=1; Path=/", "b=2", "c=3; Path=/u/ns/alice/lab", "d=4; Path=/u/ns/alicex"},
+			cookiePath: "/u/ns/alice",
+			want:       []string{"a=1; Path=/u/ns/alice/", "b=2; Path=/u/ns/alice/", "c=3; Path=/u/ns/alice/lab", "d=4; Path=/u/ns/alice/u/ns/alicex"},
+		},
+		"unparseable lines are dropped": {
+			setCookies: []string{"=novalue", "ok=1"},
+			want:       []string{"ok=1"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := http.Header{"Set-Cookie": tc.setCookies, "Service-Worker-Allowed": {"/"}}
+			filterResponse(h, tc.cookiePath)
+			if diff := cmp.Diff(tc.want, h.Values("Set-Cookie")); diff != "" {
+				t.Errorf("Set-Cookie (-want +got):\n%s", diff)
+			}
+			if h.Get("Service-Worker-Allowed") != "" {
+				t.Error("Service-Worker-Allowed passed")
+			}
+		})
+	}
+}
+
+func sortStrings(s []string) []string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s
+}
