@@ -122,8 +122,10 @@ func TestDefaultsAreFilledOnAMinimalTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// stripPrefix: false must survive: a non-pointer bool would be dropped
-	// by omitempty and defaulted back to true.
-	if diff := cmp.Diff(v1alpha1.HTTPSpec{Port: 80, Routing: v1alpha1.RoutingPath, StripPrefix: ptr.To(false)}, got.Spec.HTTP); diff != "" {
+	// by omitempty and defaulted back to true. Routing has no API default:
+	// unset, the installation decides (environment hosts where it has an
+	// environment domain).
+	if diff := cmp.Diff(v1alpha1.HTTPSpec{Port: 80, StripPrefix: ptr.To(false)}, got.Spec.HTTP); diff != "" {
 		t.Errorf("http (-want +got):\n%s", diff)
 	}
 	wantVolumes := []v1alpha1.VolumeSpec{{
@@ -301,8 +303,9 @@ func TestPrinterColumns(t *testing.T) {
 	if diff := cmp.Diff([]string{"Name", "Routing", "Idle Timeout", "Rollout", "Users", "Ready", "Age"}, columns(tab)); diff != "" {
 		t.Errorf("Template columns (-want +got):\n%s", diff)
 	}
-	// No controller runs here, so the counts from status are still empty.
-	if diff := cmp.Diff([]any{"t", "Path", "30m", "Immediate", nil, nil}, tab.Rows[0].Cells[:6]); diff != "" {
+	// No controller runs here, so the counts from status are still empty;
+	// routing is unset (the installation's default).
+	if diff := cmp.Diff([]any{"t", nil, "30m", "Immediate", nil, nil}, tab.Rows[0].Cells[:6]); diff != "" {
 		t.Errorf("Template row (-want +got):\n%s", diff)
 	}
 
