@@ -473,7 +473,7 @@ func (s *Stack) run(ctx context.Context) error {
 		InsecureCookies: true, AdminGroups: []string{AdminGroup}, ClusterDomain: "cluster.local",
 		WakeTimeout: time.Minute, ActivityInterval: 30 * time.Second, Resolver: resolver,
 		PublicURL: s.URL, BaseDomain: EnvironmentDomain,
-		Limits:    gateway.Limits{WebSocketsPerUser: 64, WaitingPerUser: 32},
+		Limits: gateway.Limits{WebSocketsPerUser: 64, WaitingPerUser: 32},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the gateway: %w", err)

@@ -112,7 +112,7 @@ func runController() error {
 	mgr, err := controller.NewManager(restCfg, controller.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 2,
 		GatewaySelector: "app.kubernetes.io/name=userland-gateway", GatewayNamespace: "userland-system",
-		Registry:        prometheus.NewRegistry(),
+		Registry: prometheus.NewRegistry(),
 		Webhooks: &controller.WebhookOptions{
 			Host: "127.0.0.1", Port: port, CertDir: filepath.Join(env.Dir, "webhook-certs"),
 			PodSecurityLevel: "baseline", SelfSignedCerts: true,
