@@ -14,6 +14,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/devenv"
+	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/gateway/provision"
 )
 
@@ -131,10 +132,23 @@ func TestStudentStopsStartsAndOpensTheirEnvironment(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#owner")))
 	waitFor(t, ctx, "the demo app", `(document.getElementById("owner")||{}).textContent === "Environment demo/`+vscode+` of alice"`, 30*time.Second)
 	waitFor(t, ctx, "the WebSocket echo", `Array.from(document.querySelectorAll("#echo-log li")).some(function(li){ return li.textContent === "echo: hello"; })`, 15*time.Second)
-	if got := eval[string](t, ctx, `location.pathname`); got != "/u/demo/"+vscode+"/" {
-		t.Errorf("opened %s, want /u/demo/%s/", got, vscode)
+	// The environment is on its own origin, reached through the hand-off.
+	_, port, _ := strings.Cut(strings.TrimPrefix(stack.URL, "http://"), ":")
+	wantOrigin := "http://" + naming.HostLabel("demo", vscode) + ".localhost:" + port
+	if got := eval[string](t, ctx, `location.origin + location.pathname`); got != wantOrigin+"/" {
+		t.Errorf("opened %s, want %s/", got, wantOrigin)
 	}
 	screenshot(t, ctx, "demo-app")
+	// A page on that origin cannot read the dashboard as alice: the
+	// browser's same-origin policy blocks it, since the origins differ.
+	_ = eval[bool](t, ctx, `(window.__read = "pending", fetch(`+fmt.Sprintf("%q", stack.URL+"/")+`, {credentials: "include"}).then(function(r){ return r.text(); }).then(function(){ window.__read = "read"; }, function(){ window.__read = "blocked"; }), true)`)
+	waitFor(t, ctx, "the cross-origin read to settle", `window.__read !== "pending"`, 10*time.Second)
+	if got := eval[string](t, ctx, `window.__read`); got != "blocked" {
+		t.Errorf("the environment's page read the dashboard: %s", got)
+	}
+	if got := eval[string](t, ctx, `document.cookie`); strings.Contains(got, "userland_") {
+		t.Errorf("the environment's page sees the gateway's cookies: %q", got)
+	}
 }
 
 // TestStudentCannotSeeAnotherStudentsEnvironment checks the dashboard
