@@ -14,8 +14,8 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/devenv"
-	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // session opens a fresh browser context (its own cookies) for one user.
