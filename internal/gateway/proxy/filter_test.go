@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,11 +19,7 @@ func TestDropIdentityHeaders(t *testing.T) {
 		h.Set(name, "bob")
 	}
 	dropIdentityHeaders(h, []string{"X-Userland-Proxy-Secret"})
-	var left []string
-	for name := range h {
-		left = append(left, name)
-	}
-	if diff := cmp.Diff([]string{"Accept", "X-Requested-With"}, sortStrings(left)); diff != "" {
+	if diff := cmp.Diff([]string{"Accept", "X-Requested-With"}, slices.Sorted(maps.Keys(h))); diff != "" {
 		t.Errorf("headers left (-want +got):\n%s", diff)
 	}
 }
@@ -70,15 +68,4 @@ func TestFilterResponse(t *testing.T) {
 			}
 		})
 	}
-}
-
-func sortStrings(s []string) []string {
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
-	return s
 }
