@@ -162,6 +162,17 @@ func TestInvalidManifestsAreRejectedNamingTheField(t *testing.T) {
 		"pod template with 17 containers": {validTemplate, []func(*unstructured.Unstructured){
 			set(containers(17), "spec", "podTemplate", "spec", "containers"), remove("spec", "volumes"),
 		}, "spec.podTemplate.spec.containers", "must have at most 16 items"},
+		"unknown egress": {validTemplate, []func(*unstructured.Unstructured){set("Intranet", "spec", "network", "egress")},
+			"spec.network.egress", `supported values: "Unrestricted", "Internet"`},
+		"allowed CIDR that is not one": {validTemplate, []func(*unstructured.Unstructured){
+			set("Internet", "spec", "network", "egress"), set([]any{"10.20.0.0/16", "campus-db"}, "spec", "network", "allowedCIDRs"),
+		}, "spec.network.allowedCIDRs[1]", "CIDR notation"},
+		"allowed CIDR with host bits": {validTemplate, []func(*unstructured.Unstructured){
+			set("Internet", "spec", "network", "egress"), set([]any{"10.20.1.5/16"}, "spec", "network", "allowedCIDRs"),
+		}, "spec.network.allowedCIDRs[0]", "no host bits"},
+		"allowed CIDRs with unrestricted egress": {validTemplate, []func(*unstructured.Unstructured){
+			set([]any{"10.20.0.0/16"}, "spec", "network", "allowedCIDRs"),
+		}, "spec.network.allowedCIDRs", "need egress Internet"},
 		"podTemplate missing": {validTemplate, []func(*unstructured.Unstructured){remove("spec", "podTemplate")},
 			"spec.podTemplate", "Required value"},
 		"cluster template port that no container serves": {strings.Replace(validTemplate, "kind: Template", "kind: ClusterTemplate", 1),

@@ -55,7 +55,48 @@ type TemplateSpec struct {
 	// sign-in. When absent, nobody self-provisions.
 	// +optional
 	AutoProvision *AutoProvisionSpec `json:"autoProvision,omitempty"`
+
+	// Network limits what the environment's pods may reach. Ingress is
+	// always limited to the gateway; egress is open unless this says
+	// otherwise. Enforcement needs a CNI that implements NetworkPolicy.
+	// +optional
+	Network *NetworkSpec `json:"network,omitempty"`
 }
+
+// Egress is what an environment's pods may connect to.
+// +kubebuilder:validation:Enum=Unrestricted;Internet
+type Egress string
+
+const (
+	// EgressUnrestricted leaves egress to the cluster's own policies.
+	EgressUnrestricted Egress = "Unrestricted"
+	// EgressInternet allows DNS (port 53) and public addresses only:
+	// private, shared, loopback and link-local ranges (other pods, the
+	// gateway, the API server, cloud metadata at 169.254.169.254) are
+	// denied, apart from allowedCIDRs.
+	EgressInternet Egress = "Internet"
+)
+
+// NetworkSpec limits an environment's network.
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedCIDRs) || self.egress == 'Internet'",message="allowedCIDRs need egress Internet",fieldPath=".allowedCIDRs"
+type NetworkSpec struct {
+	// Egress is Unrestricted (the default) or Internet.
+	// +kubebuilder:default=Unrestricted
+	// +optional
+	Egress Egress `json:"egress,omitempty"`
+
+	// AllowedCIDRs are further destinations, on any port, that Internet
+	// egress admits, e.g. a campus database at 10.20.0.0/16.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	AllowedCIDRs []CIDR `json:"allowedCIDRs,omitempty"`
+}
+
+// CIDR is an IPv4 or IPv6 network in CIDR notation, e.g. 10.20.0.0/16.
+// +kubebuilder:validation:MaxLength=43
+// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a network in CIDR notation with no host bits set, e.g. 10.20.0.0/16"
+type CIDR string
 
 // Routing is how the gateway addresses an environment.
 // +kubebuilder:validation:Enum=Path;Subdomain

@@ -2,6 +2,7 @@ package chartrender
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +63,11 @@ var documented = map[string]map[string]any{
 		"url": "https://userland.example.edu",
 		"gateway": map[string]any{"auth": map[string]any{"mode": "header", "header": map[string]any{
 			"trustedProxies": []any{"10.0.0.0/8"}, "userHeader": "X-Auth-Request-User",
-		}}},
+			"proxySecret": map[string]any{"existingSecret": "userland-proxy-secret"},
+		}}, "networkPolicy": map[string]any{"ingressFrom": []any{map[string]any{
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "oauth2-proxy"}},
+			"podSelector":       map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "oauth2-proxy"}},
+		}}}},
 	},
 	"ingress with TLS, autoscaling, monitoring and samples": {
 		"url": "https://userland.example.edu",
@@ -209,6 +214,14 @@ func checkCase(t *testing.T, name string, objs []*unstructured.Unstructured) {
 	webhook := find(objs, "ValidatingWebhookConfiguration", "")
 	switch name {
 	case "default":
+		np := find(objs, "NetworkPolicy", "-gateway")
+		if np == nil {
+			t.Fatal("no NetworkPolicy for the gateway")
+		}
+		ingress, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+		if got := fmt.Sprint(ingress); len(ingress) != 2 || !strings.Contains(got, "ingress-nginx") || !strings.Contains(got, "monitoring") {
+			t.Errorf("gateway network policy admits %s, want ingress-nginx on http and monitoring on metrics", got)
+		}
 		if !strings.Contains(controllerArgs, "--webhook-cert-mode=self") || webhook.GetAnnotations()["cert-manager.io/inject-ca-from"] != "" {
 			t.Errorf("self-managed certificates expected: %s", controllerArgs)
 		}
@@ -233,8 +246,15 @@ func checkCase(t *testing.T, name string, objs []*unstructured.Unstructured) {
 			}
 		}
 	case "trusted header":
-		if !strings.Contains(gatewayArgs, "--trusted-proxies=10.0.0.0/8") || !strings.Contains(gatewayArgs, "--trusted-user-header=X-Auth-Request-User") {
-			t.Errorf("gateway args %s", gatewayArgs)
+		for _, want := range []string{"--trusted-proxies=10.0.0.0/8", "--trusted-user-header=X-Auth-Request-User",
+			"--trusted-proxy-secret-file=/etc/userland/proxy/proxy-secret", "--trusted-proxy-secret-header=X-Userland-Proxy-Secret"} {
+			if !strings.Contains(gatewayArgs, want) {
+				t.Errorf("gateway args lack %s: %s", want, gatewayArgs)
+			}
+		}
+		from, _, _ := unstructured.NestedSlice(find(objs, "NetworkPolicy", "-gateway").Object, "spec", "ingress")
+		if got := fmt.Sprint(from[0]); !strings.Contains(got, "oauth2-proxy") {
+			t.Errorf("the gateway admits %s, want only the proxy", got)
 		}
 	default: // ingress
 		ing := find(objs, "Ingress", "-gateway")
@@ -275,6 +295,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"header mode without trusted proxies": {
 			values: map[string]any{"url": "https://u.example.edu", "gateway": map[string]any{"auth": map[string]any{"mode": "header"}}},
 			want:   "trustedProxies",
+		},
+		"gateway network policy admitting nobody": {
+			values:     map[string]any{"url": "https://u.example.edu", "gateway": map[string]any{"networkPolicy": map[string]any{"ingressFrom": nil}}},
+			want:       "ingressFrom must list",
+			renderOnly: true,
 		},
 		"no url at all": {
 			values:     map[string]any{},

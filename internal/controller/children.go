@@ -287,7 +287,7 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 }
 
 func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desired := NetworkPolicy(s.ul, s.template.spec.HTTP.Port, r.GatewayNamespace, r.GatewaySelector)
+	desired := NetworkPolicy(s.ul, s.template.spec, r.GatewayNamespace, r.GatewaySelector)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &networkingv1.NetworkPolicy{})
 	if err != nil {
 		return ctrl.Result{}, err
