@@ -167,11 +167,26 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request, label string) {
 	http.Redirect(w, r, auth.SafeReturnPath(r.FormValue("rd")), http.StatusSeeOther)
 }
 
-// crossSite reports a WebSocket upgrade or state-changing request into an
-// environment whose Origin is neither the request's own origin nor the
-// main host. Browsers send Origin on both; a request without one is not
-// from a page, so it carries no ambient credential worth forging.
+// crossSite reports a request into an environment that another site's
+// page made, which must not reach it as the viewer. Two rules:
+//
+//   - Fetch Metadata (every current browser sends Sec-Fetch-*): from
+//     another site only a top-level GET navigation is let through, as a
+//     link would be; a cross-site fetch, image, script, frame or form post
+//     is refused, so another environment's page cannot even make one
+//     request into this one (resource isolation).
+//   - Origin: a WebSocket upgrade or state-changing request whose Origin is
+//     neither the request's own origin nor the main host is refused, for
+//     browsers without Fetch Metadata. A request with neither header is
+//     not from a page, so it carries no ambient credential worth forging.
 func (s *Server) crossSite(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		topLevel := r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"
+		if !topLevel || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+			return !s.fromMainHost(r)
+		}
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		if r.Header.Get("Upgrade") == "" {
@@ -190,4 +205,12 @@ func (s *Server) crossSite(r *http.Request) bool {
 		return false
 	}
 	return s.PublicURL == nil || !strings.EqualFold(o.Host, s.PublicURL.Host) || o.Scheme != s.PublicURL.Scheme
+}
+
+// fromMainHost reports a request whose Origin is the main host: the
+// dashboard's pages may post into an environment (none do today, but the
+// main host is trusted as the environment's own origin is).
+func (s *Server) fromMainHost(r *http.Request) bool {
+	o, err := url.Parse(r.Header.Get("Origin"))
+	return err == nil && s.PublicURL != nil && o.Scheme == s.PublicURL.Scheme && strings.EqualFold(o.Host, s.PublicURL.Host)
 }

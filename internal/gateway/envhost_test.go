@@ -210,3 +210,54 @@ func TestCrossOriginRequestsIntoAnEnvironmentAreRefused(t *testing.T) {
 		t.Errorf("the environment saw %d POSTs, want the 3 allowed ones", got)
 	}
 }
+
+// TestFetchMetadataKeepsOtherSitesOut sends what Chromium sends for each
+// kind of request another site's page (another environment's included) can
+// make into alice's environment: only a top-level navigation, as a link
+// would, gets through.
+func TestFetchMetadataKeepsOtherSitesOut(t *testing.T) {
+	h := setupHosts(t)
+	c := h.browser(t)
+	h.signInThroughHandoff(t, c, "alice", "alice-pw", "alice")
+	cases := []struct {
+		name               string
+		method, site, mode string
+		dest, origin       string
+		want               int
+		reachesEnvironment bool
+	}{
+		{"image from another environment", "GET", "same-site", "no-cors", "image", "", http.StatusForbidden, false},
+		{"fetch from another site", "GET", "cross-site", "cors", "empty", "http://evil.example", http.StatusForbidden, false},
+		{"no-cors fetch from another site", "GET", "cross-site", "no-cors", "empty", "", http.StatusForbidden, false},
+		{"script from another site", "GET", "cross-site", "no-cors", "script", "", http.StatusForbidden, false},
+		{"frame in another site's page", "GET", "cross-site", "navigate", "iframe", "", http.StatusForbidden, false},
+		{"form post from another site", "POST", "cross-site", "navigate", "document", "http://evil.example", http.StatusForbidden, false},
+		{"link from another site", "GET", "cross-site", "navigate", "document", "", http.StatusOK, true},
+		{"address bar", "GET", "none", "navigate", "document", "", http.StatusOK, true},
+		{"the environment's own fetch", "GET", "same-origin", "cors", "empty", "", http.StatusOK, true},
+		{"fetch from the dashboard", "GET", "cross-site", "cors", "empty", h.mainURL(), http.StatusOK, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := upstreamSecrets.Load()
+			req, _ := http.NewRequest(tc.method, h.envURL("alice")+"/secret", nil)
+			req.Header.Set("Sec-Fetch-Site", tc.site)
+			req.Header.Set("Sec-Fetch-Mode", tc.mode)
+			req.Header.Set("Sec-Fetch-Dest", tc.dest)
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %s, want %d", resp.Status, tc.want)
+			}
+			if got := upstreamSecrets.Load() - before; (got > 0) != tc.reachesEnvironment {
+				t.Errorf("the environment saw %d requests, want reached=%v", got, tc.reachesEnvironment)
+			}
+		})
+	}
+}

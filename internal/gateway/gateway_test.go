@@ -70,8 +70,9 @@ func startController(t *testing.T) {
 	go func() { _ = mgr.Start(context.Background()) }()
 }
 
-// upstreamPosts counts POSTs that reached any test upstream.
-var upstreamPosts atomic.Int32
+// upstreamPosts counts POSTs that reached any test upstream, and
+// upstreamSecrets requests for its /secret path.
+var upstreamPosts, upstreamSecrets atomic.Int32
 
 // upstream is a real app answering for every environment.
 func upstream(t *testing.T) *httptest.Server {
@@ -95,6 +96,9 @@ func upstream(t *testing.T) *httptest.Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			upstreamPosts.Add(1)
+		}
+		if r.URL.Path == "/secret" {
+			upstreamSecrets.Add(1)
 		}
 		_ = json.NewEncoder(w).Encode(map[string]string{"user": r.Header.Get(proxy.HeaderUser), "path": r.URL.EscapedPath(), "cookie": r.Header.Get("Cookie")})
 	})

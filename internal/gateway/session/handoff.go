@@ -41,7 +41,7 @@ const (
 func CookieNames() []string {
 	return []string{
 		CookieName, FlowCookieName, envCookie, nonceCookie,
-		hostPrefix + envCookie, hostPrefix + nonceCookie,
+		hostPrefix + CookieName, hostPrefix + FlowCookieName, hostPrefix + envCookie, hostPrefix + nonceCookie,
 	}
 }
 
@@ -138,7 +138,7 @@ func (s *Store) IssueHandoff(id Identity, sessionExpires time.Time, env EnvTarge
 // RedeemHandoff checks token on host against the request's nonce cookie
 // and, when it holds, sets the environment cookie and clears the nonce.
 func (s *Store) RedeemHandoff(w http.ResponseWriter, r *http.Request, host, token string) (EnvTarget, error) {
-	nc, err := r.Cookie(s.hostName(nonceCookie))
+	nc, err := s.only(r, nonceCookie)
 	// The nonce is spent whatever the outcome.
 	http.SetCookie(w, s.hostCookie(nonceCookie, "", -1))
 	if err != nil || nc.Value == "" {
@@ -166,7 +166,7 @@ func (s *Store) RedeemHandoff(w http.ResponseWriter, r *http.Request, host, toke
 // LoadEnv returns the identity of the environment cookie, if it is valid
 // and bound to env.
 func (s *Store) LoadEnv(r *http.Request, env EnvTarget) (Identity, error) {
-	c, err := r.Cookie(s.hostName(envCookie))
+	c, err := s.only(r, envCookie)
 	if err != nil {
 		return Identity{}, ErrNoSession
 	}
@@ -183,8 +183,9 @@ func (s *Store) ClearEnv(w http.ResponseWriter) {
 	http.SetCookie(w, s.hostCookie(envCookie, "", -1))
 }
 
-// hostName is a cookie's name on environment hosts: __Host- prefixed
-// whenever cookies are Secure.
+// hostName is a cookie's name as the gateway sets it: __Host- prefixed
+// whenever cookies are Secure, so the browser refuses a copy with a Domain
+// attribute or another Path (cookie tossing from a sibling host).
 func (s *Store) hostName(name string) string {
 	if s.secure {
 		return hostPrefix + name

@@ -16,7 +16,8 @@ import (
 	"github.com/gorilla/securecookie"
 )
 
-// CookieName is the session cookie's name. The gateway never forwards it to
+// CookieName is the session cookie's name (with the __Host- prefix when
+// cookies are Secure). The gateway never forwards it to
 // environments.
 const CookieName = "userland_session"
 
@@ -116,7 +117,7 @@ func (s *Store) Clear(w http.ResponseWriter) {
 
 func (s *Store) cookie(value string, maxAge int) *http.Cookie {
 	return &http.Cookie{
-		Name: CookieName, Value: value, Path: "/", MaxAge: maxAge,
+		Name: s.hostName(CookieName), Value: value, Path: "/", MaxAge: maxAge,
 		Secure: s.secure, HttpOnly: true, SameSite: http.SameSiteLaxMode,
 	}
 }
@@ -133,7 +134,7 @@ func (s *Store) Load(r *http.Request) (Identity, error) {
 
 // LoadSession is Load that also returns when the session ends.
 func (s *Store) LoadSession(r *http.Request) (Identity, time.Time, error) {
-	c, err := r.Cookie(CookieName)
+	c, err := s.only(r, CookieName)
 	if err != nil {
 		return Identity{}, time.Time{}, ErrNoSession
 	}
@@ -181,8 +182,7 @@ func (s *Store) SaveFlow(w http.ResponseWriter, f Flow) error {
 	if err != nil {
 		return fmt.Errorf("encoding sign-in state: %w", err)
 	}
-	c := s.cookie(value, int(flowTTL.Seconds()))
-	c.Name = FlowCookieName
+	c := s.hostCookie(FlowCookieName, value, int(flowTTL.Seconds()))
 	http.SetCookie(w, c)
 	return nil
 }
@@ -190,10 +190,8 @@ func (s *Store) SaveFlow(w http.ResponseWriter, f Flow) error {
 // TakeFlow returns the sign-in in progress and clears its cookie; it can be
 // used once.
 func (s *Store) TakeFlow(w http.ResponseWriter, r *http.Request) (Flow, error) {
-	c := s.cookie("", -1)
-	c.Name = FlowCookieName
-	http.SetCookie(w, c)
-	cookie, err := r.Cookie(FlowCookieName)
+	http.SetCookie(w, s.hostCookie(FlowCookieName, "", -1))
+	cookie, err := s.only(r, FlowCookieName)
 	if err != nil {
 		return Flow{}, ErrNoSession
 	}
@@ -208,7 +206,7 @@ func (s *Store) TakeFlow(w http.ResponseWriter, r *http.Request) (Flow, error) {
 // session cookie, so it is valid for this session only and needs no
 // server-side state. Without a session cookie it is empty.
 func (s *Store) CSRFToken(r *http.Request) string {
-	c, err := r.Cookie(CookieName)
+	c, err := s.only(r, CookieName)
 	if err != nil || c.Value == "" {
 		return ""
 	}
@@ -218,7 +216,7 @@ func (s *Store) CSRFToken(r *http.Request) string {
 // CheckCSRF reports whether token belongs to the request's session under
 // any current key, so rotating keys does not break open forms.
 func (s *Store) CheckCSRF(r *http.Request, token string) bool {
-	c, err := r.Cookie(CookieName)
+	c, err := s.only(r, CookieName)
 	if err != nil || c.Value == "" || token == "" {
 		return false
 	}
@@ -234,4 +232,18 @@ func csrfMAC(key []byte, value string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("userland-csrf\x00" + value))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// only returns the request's one cookie called name (prefixed as the store
+// sets it). Two or more are refused as a whole: a second cookie of the
+// same name can only have been planted (by a sibling host with a Domain
+// attribute, or by a page on this origin with a longer Path, which the
+// browser then sends first), and taking either one would let the planter
+// choose whose session the viewer is in.
+func (s *Store) only(r *http.Request, name string) (*http.Cookie, error) {
+	cookies := r.CookiesNamed(s.hostName(name))
+	if len(cookies) != 1 {
+		return nil, ErrNoSession
+	}
+	return cookies[0], nil
 }

@@ -49,6 +49,9 @@ func TestRoundTripAndCookieFlags(t *testing.T) {
 	}
 	id := Identity{User: "Taro.Yamada@uni.example.ac.jp", Email: "Taro.Yamada@uni.example.ac.jp", Groups: []string{"cs101"}}
 	c := saved(t, s, id)
+	if c.Name != "__Host-"+CookieName {
+		t.Errorf("secure session cookie named %q, want the __Host- prefix", c.Name)
+	}
 	if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" {
 		t.Errorf("cookie flags: secure=%v httpOnly=%v sameSite=%v path=%q", c.Secure, c.HttpOnly, c.SameSite, c.Path)
 	}
@@ -189,4 +192,30 @@ func mustStore(t *testing.T, k Key) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// A second cookie of the session's name was planted by someone (a sibling
+// host, or a page with a longer Path): the request is signed out rather
+// than signed in as whichever copy comes first.
+func TestTwoSessionCookiesAreRefused(t *testing.T) {
+	for _, secure := range []bool{true, false} {
+		clock := &fakeNow{time.Unix(1_800_000_000, 0)}
+		s, err := NewStore([]Key{key(1)}, 8*time.Hour, secure, clock.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim := saved(t, s, Identity{User: "admin"})
+		planted := saved(t, s, Identity{User: "mallory"})
+		r := request(planted)
+		r.AddCookie(victim)
+		if id, err := s.Load(r); !errors.Is(err, ErrNoSession) {
+			t.Errorf("secure=%v: two session cookies signed in as %q", secure, id.User)
+		}
+		if tok := s.CSRFToken(r); tok != "" || s.CheckCSRF(r, csrfMAC(s.csrfKeys[0], planted.Value)) {
+			t.Errorf("secure=%v: a CSRF token came from an ambiguous session", secure)
+		}
+		if id, err := s.Load(request(victim)); err != nil || id.User != "admin" {
+			t.Errorf("secure=%v: the one real cookie alone: %q %v", secure, id.User, err)
+		}
+	}
 }
