@@ -24,7 +24,28 @@ type DemoApps struct {
 	mu      sync.Mutex
 	addrs   map[string]string
 	servers []*http.Server
-	closed  bool
+	// apps replace the demo app for an environment (Serve).
+	apps   map[string]http.Handler
+	closed bool
+}
+
+// Serve answers for one environment with h instead of the demo app, from
+// its next connection on: browser tests put a real or hostile app behind
+// the gateway this way.
+func (d *DemoApps) Serve(namespace, name string, h http.Handler) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.apps == nil {
+		d.apps = map[string]http.Handler{}
+	}
+	d.apps[namespace+"/"+name] = h
+}
+
+// handler is what answers for key now.
+func (d *DemoApps) handler(key string) http.Handler {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.apps[key]
 }
 
 // Resolve returns the demo app for an environment, starting it on first
@@ -43,7 +64,14 @@ func (d *DemoApps) Resolve(namespace, name string, _ int32) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("starting the demo app for %s: %w", key, err)
 	}
-	srv := &http.Server{Handler: demoHandler(namespace, name), ReadHeaderTimeout: 10 * time.Second}
+	demo := demoHandler(namespace, name)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := d.handler(key); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		demo.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	if d.addrs == nil {
 		d.addrs = map[string]string{}

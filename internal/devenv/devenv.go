@@ -636,6 +636,14 @@ func (s *Stack) Banner() string {
 	return b.String()
 }
 
+// DemoApps are the simulated environments' apps (nil on a real cluster).
+func (s *Stack) DemoApps() *DemoApps {
+	if !s.Simulated {
+		return nil
+	}
+	return s.apps
+}
+
 // Exited closes when the controller or the gateway stops on its own;
 // Err then says why.
 func (s *Stack) Exited() <-chan struct{} { return s.exited }

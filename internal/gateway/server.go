@@ -354,13 +354,21 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 			message = c.Message
 		}
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
+	gatewayPageHeaders(w)
 	w.WriteHeader(code)
 	_ = progressPage.Execute(w, map[string]any{
 		"Name": ul.Name, "Namespace": ul.Namespace, "Phase": phase, "Message": message, "Final": final != "",
 		"Failed": ul.Status.Phase == v1alpha1.PhaseFailed,
 	})
+}
+
+// gatewayPageHeaders mark a page the gateway itself renders: never cached,
+// never framed (a hostile page must not overlay or read it).
+func gatewayPageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
@@ -383,7 +391,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	rd := auth.SafeReturnPath(r.FormValue("rd"))
 	render := func(code int, msg string) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		gatewayPageHeaders(w)
 		w.WriteHeader(code)
 		_ = loginPage.Execute(w, map[string]string{"Return": rd, "Error": msg})
 	}
