@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -91,6 +92,10 @@ type Options struct {
 	// ClusterTemplateNamespace receives Userlands auto-provisioned from
 	// ClusterTemplates; empty disables that.
 	ClusterTemplateNamespace string
+	// Registry receives the gateway's metrics (nil: controller-runtime's,
+	// which the metrics server serves). Several gateways in one process
+	// (tests) need one each.
+	Registry prometheus.Registerer
 }
 
 // ParseSessionKeys reads keys, one per line: base64 of 64 random bytes
@@ -129,6 +134,10 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	store, err := session.NewStore(keys, opts.SessionTTL, !opts.InsecureCookies, nil)
 	if err != nil {
 		return nil, err
+	}
+	var registry prometheus.Registerer = crmetrics.Registry
+	if opts.Registry != nil {
+		registry = opts.Registry
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:           controller.Scheme(),
@@ -174,7 +183,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Limits:      opts.Limits,
 		WakeTimeout: opts.WakeTimeout,
 		Resolver:    opts.Resolver,
-		Metrics:     NewMetrics(crmetrics.Registry),
+		Metrics:     NewMetrics(registry),
 		Provisioner: &provision.Provisioner{Reader: mgr.GetCache(), Writer: mgr.GetClient(), ClusterTemplateNamespace: opts.ClusterTemplateNamespace},
 	}
 	srv.Dashboard = &dashboard.Dashboard{
