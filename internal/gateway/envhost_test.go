@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -12,7 +14,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
@@ -69,7 +75,13 @@ func mergeHeaders(a, b map[string]string) map[string]string {
 // on the main host's form, as a browser following the redirects would.
 func (h hostsFixture) signInThroughHandoff(t *testing.T, c *http.Client, user, pw, env string) *http.Response {
 	t.Helper()
-	resp, body := navigate(t, c, h.envURL(env)+"/lab?x=1", nil)
+	return h.signInThroughHandoffTo(t, c, user, pw, h.envURL(env)+"/lab?x=1")
+}
+
+// signInThroughHandoffTo is signInThroughHandoff starting at any address.
+func (h hostsFixture) signInThroughHandoffTo(t *testing.T, c *http.Client, user, pw, start string) *http.Response {
+	t.Helper()
+	resp, body := navigate(t, c, start, nil)
 	if resp.Request.URL.Host != "main.test:"+h.port || resp.Request.URL.Path != "/login" || !strings.Contains(body, "Sign in") {
 		t.Fatalf("signed-out environment host led to %s (%s), want the main host's sign-in form", resp.Request.URL, resp.Status)
 	}
@@ -260,4 +272,73 @@ func TestFetchMetadataKeepsOtherSitesOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostsOfLookAlikeAndLongNamesStayApart creates, in the simulated
+// cluster, the two Userlands whose readable hosts would meet (a in p--q
+// and a--p in q) and one whose readable host would pass 63 characters;
+// each owner reaches exactly their own environment on its own host.
+func TestHostsOfLookAlikeAndLongNamesStayApart(t *testing.T) {
+	h := setupHosts(t)
+	ctx := context.Background()
+	suffix := strings.ToLower(strings.ReplaceAll(t.Name()[:4], "_", ""))
+	p, q := "p"+suffix+randomHex(t), "q"+suffix+randomHex(t)
+	long := strings.Repeat("n", 56) + randomHex(t)
+	type placed struct{ ns, name, owner, pw string }
+	envs := []placed{
+		{p + "--" + q, "a", "alice", "alice-pw"},
+		{q, "a--" + p, "bob", "bob-pw"},
+		{long[:63], "l" + long[:62], "carol", "carol-pw"},
+	}
+	if got, other := naming.HostLabel(envs[0].ns, envs[0].name), naming.HostLabel(envs[1].ns, envs[1].name); got == other {
+		t.Fatalf("both look-alikes got host %s", got)
+	}
+	for _, e := range envs {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}); err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &v1alpha1.Template{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "web"}}
+		var base v1alpha1.Template
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: "web"}, &base); err != nil {
+			t.Fatal(err)
+		}
+		tmpl.Spec = base.Spec
+		ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: e.name},
+			Spec: v1alpha1.UserlandSpec{User: e.owner, TemplateRef: v1alpha1.TemplateReference{Name: "web"}}}
+		for _, o := range []client.Object{tmpl, ul} {
+			if err := env.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, e := range envs {
+		waitPhase(t, e.ns, e.name, v1alpha1.PhaseReady)
+	}
+	for i, e := range envs {
+		label := naming.HostLabel(e.ns, e.name)
+		if len(label) > 63 {
+			t.Errorf("%s/%s: host label %q has %d characters", e.ns, e.name, label, len(label))
+		}
+		u := "http://" + label + ".apps.test:" + h.port
+		c := h.browser(t)
+		resp := h.signInThroughHandoffTo(t, c, e.owner, e.pw, u)
+		if resp.StatusCode != http.StatusOK || resp.Request.URL.Host != label+".apps.test:"+h.port {
+			t.Errorf("%s on %s: %s at %s", e.owner, label, resp.Status, resp.Request.URL)
+			continue
+		}
+		other := envs[(i+1)%len(envs)]
+		resp, _ = navigate(t, c, "http://"+naming.HostLabel(other.ns, other.name)+".apps.test:"+h.port+"/", nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s on %s/%s's host: %s, want 404", e.owner, other.ns, other.name, resp.Status)
+		}
+		t.Logf("%s/%s → %s", e.ns, e.name, label)
+	}
+}
+
+func randomHex(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
