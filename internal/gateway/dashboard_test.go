@@ -140,3 +140,38 @@ func TestDashboardActionsAreAuthorisedAndCSRFProtected(t *testing.T) {
 		}
 	})
 }
+
+// TestStaffSuspensionHoldsAgainstTheOwner: an administrator stops alice's
+// environment in the dashboard; alice's Start is refused with the reason,
+// and opening it does not wake it. The administrator's Start does.
+func TestStaffSuspensionHoldsAgainstTheOwner(t *testing.T) {
+	f := setup(t, nil)
+	root := browser(t)
+	rootToken := dashboardToken(t, root, f, "root", "root-pw")
+	act := func(c *http.Client, token, verb string) *http.Response {
+		form := url.Values{"action": {verb}, "namespace": {f.ns}, "name": {"alice"}, "csrf": {token}, "rd": {"/"}}
+		return postAction(t, c, f, form, nil)
+	}
+	act(root, rootToken, "stop")
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+
+	alice := browser(t)
+	aliceToken := dashboardToken(t, alice, f, "alice", "alice-pw")
+	resp := act(alice, aliceToken, "start")
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if loc == nil || !strings.Contains(loc.Query().Get("error"), "administrator or instructor") {
+		t.Errorf("alice's Start answered %s to %s, want the reason", resp.Status, resp.Header.Get("Location"))
+	}
+	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Accept": "text/html"})
+	t.Logf("opening the suspended environment: %s", resp.Status)
+	if strings.Contains(body, `"user":"alice"`) {
+		t.Error("the suspended environment answered")
+	}
+	// Give a wrongly issued wake time to land before checking.
+	time.Sleep(2 * time.Second)
+	if !suspended(t, f.ns, "alice") {
+		t.Fatal("alice lifted the administrator's suspension")
+	}
+	act(root, rootToken, "start")
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseReady)
+}

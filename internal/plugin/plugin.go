@@ -163,11 +163,25 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 			row = append([]string{ul.Namespace}, row...)
 		}
 		if output == "wide" {
-			row = append(row, fmt.Sprint(ul.Status.UpdatePending), fmt.Sprint(ul.Spec.Suspend), now.Sub(ul.CreationTimestamp.Time).Round(time.Second).String())
+			row = append(row, fmt.Sprint(ul.Status.UpdatePending), suspendedBy(ul), now.Sub(ul.CreationTimestamp.Time).Round(time.Second).String())
 		}
 		_, _ = fmt.Fprintln(w, strings.Join(row, "\t"))
 	}
 	return w.Flush()
+}
+
+// suspendedBy is the SUSPENDED column: false, owner (its user stopped it
+// and may start it) or staff (only staff may start it; the dashboard says
+// so to the user).
+func suspendedBy(ul *v1alpha1.Userland) string {
+	switch {
+	case !ul.Spec.Suspend:
+		return "false"
+	case actions.SuspendedByStaff(ul):
+		return "staff"
+	default:
+		return "owner"
+	}
 }
 
 func (o *options) listCommand() *cobra.Command {

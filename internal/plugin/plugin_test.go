@@ -234,6 +234,14 @@ func TestStartStopRestartPendingOpen(t *testing.T) {
 	if !get().Spec.Suspend {
 		t.Error("stop did not suspend")
 	}
+	// The plugin acts as staff: its user's own Start cannot lift it, and
+	// the wide listing says who suspended it.
+	if got := get().Annotations[v1alpha1.AnnotationSuspendedBy]; got != v1alpha1.SuspendedByStaff {
+		t.Errorf("suspended-by %q, want %q", got, v1alpha1.SuspendedByStaff)
+	}
+	if out, _, err := kubectl(t, "-n", ns, "list", "-o", "wide"); err != nil || !strings.Contains(out, " staff ") {
+		t.Errorf("list -o wide does not say staff suspended it: %v\n%s", err, out)
+	}
 	before := time.Now().Add(-time.Second)
 	if _, _, err := kubectl(t, "-n", ns, "start", "alice"); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -162,16 +161,8 @@ func adversary(t *testing.T, suffix string, routing v1alpha1.Routing) (mallory, 
 			t.Fatalf("creating %s: %v", o.GetName(), err)
 		}
 	}
-	for _, name := range []string{mallory, victim} {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			var ul v1alpha1.Userland
-			err := stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul)
-			return err == nil && ul.Status.Phase == v1alpha1.PhaseReady, nil
-		})
-		if err != nil {
-			t.Fatalf("%s never became Ready: %v", name, err)
-		}
-	}
+	waitReadyInCluster(t, mallory)
+	waitReadyInCluster(t, victim)
 	_, port, _ := strings.Cut(strings.TrimPrefix(stack.URL, "http://"), ":")
 	tg := targets{Main: stack.URL, Namespace: ns, VictimName: victim}
 	if routing == v1alpha1.RoutingPath {
