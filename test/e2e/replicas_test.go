@@ -149,11 +149,12 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 			t.Fatalf("replica %s never became ready: %v", name, err)
 		}
 		target, _ := url.Parse("http://" + addr)
-		rp := httputil.NewSingleHostReverseProxy(target)
-		// Keep the browser's Host: the gateway routes environment hosts
-		// by it.
-		director := rp.Director
-		rp.Director = func(r *http.Request) { host := r.Host; director(r); r.Host = host }
+		rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			// Keep the browser's Host: the gateway routes environment
+			// hosts by it.
+			pr.Out.Host = pr.In.Host
+		}}
 		return &replica{name: name + strings.Join(keyOrder, ","), proxy: rp, stop: cancel}
 	}
 	envURL := func(name string) string {
