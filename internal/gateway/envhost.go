@@ -204,7 +204,7 @@ func (s *Server) crossSite(r *http.Request) bool {
 	if strings.EqualFold(o.Host, r.Host) && (s.PublicURL == nil || o.Scheme == s.PublicURL.Scheme) {
 		return false
 	}
-	return s.PublicURL == nil || !strings.EqualFold(o.Host, s.PublicURL.Host) || o.Scheme != s.PublicURL.Scheme
+	return !s.fromMainHost(r)
 }
 
 // fromMainHost reports a request whose Origin is the main host: the

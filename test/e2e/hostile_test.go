@@ -163,13 +163,7 @@ func adversary(t *testing.T, suffix string, routing v1alpha1.Routing) (mallory, 
 	}
 	waitReadyInCluster(t, mallory)
 	waitReadyInCluster(t, victim)
-	_, port, _ := strings.Cut(strings.TrimPrefix(stack.URL, "http://"), ":")
-	tg := targets{Main: stack.URL, Namespace: ns, VictimName: victim}
-	if routing == v1alpha1.RoutingPath {
-		tg.Victim = stack.URL + naming.BasePath(ns, victim, routing)
-	} else {
-		tg.Victim = "http://" + naming.HostLabel(ns, victim) + "." + devenv.EnvironmentDomain + ":" + port + "/"
-	}
+	tg := targets{Main: stack.URL, Namespace: ns, VictimName: victim, Victim: envURL(victim, routing)}
 	tg.VictimWS = "ws" + strings.TrimPrefix(tg.Victim, "http") + "ws"
 	hits = &atomic.Int32{}
 	stack.DemoApps().Serve(ns, mallory, hostileApp(tg))
