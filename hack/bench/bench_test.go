@@ -62,7 +62,7 @@ func TestNotMeasuredListsWhatTheFlagsLeftOut(t *testing.T) {
 	}{
 		{
 			name: "the default run",
-			o:    options{sizes: []int{100, 1000}, wsCounts: []int{1000, 8000}, gateway: true, rollout: true},
+			o:    options{sizes: []int{100, 1000}, wsCounts: []int{1000, 8000}, gateway: true, rollout: true, slowClients: 500},
 			want: []string{"Provisioning, API economy and controller footprint at N = 5000 (`make bench-large`, about 22 minutes, writes docs/benchmarks-5000.md)."},
 		},
 		{
@@ -77,12 +77,17 @@ func TestNotMeasuredListsWhatTheFlagsLeftOut(t *testing.T) {
 		},
 		{
 			name: "everything",
-			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true},
+			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true, slowClients: 500},
 		},
 		{
 			name: "gateway without WebSockets",
-			o:    options{sizes: []int{100, 1000, 5000}, gateway: true, rollout: true},
+			o:    options{sizes: []int{100, 1000, 5000}, gateway: true, rollout: true, slowClients: 500},
 			want: []string{"Held WebSockets (`-websockets 1000,8000`)."},
+		},
+		{
+			name: "gateway without slow clients",
+			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true},
+			want: []string{"The gateway under slow clients (`-slow-clients 500`)."},
 		},
 	}
 	for _, tt := range tests {

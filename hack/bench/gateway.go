@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -115,7 +116,9 @@ func interleaved(rounds int, order []string, run func(name string) loadResult, k
 	runs := map[string][]loadResult{}
 	for range rounds {
 		for _, name := range order {
-			runs[name] = append(runs[name], run(name))
+			r := run(name)
+			logf("  %s: %.0f req/s, p50 %s, p99 %s, %d errors", name, r.RPS, ms(r.P50), ms(r.P99), r.Errors)
+			runs[name] = append(runs[name], r)
 		}
 	}
 	median := map[string]loadResult{}
@@ -147,28 +150,20 @@ func newLoadClient(concurrency int) *http.Client {
 	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// load sends GETs to target with a cookie for d: closed loop with
-// concurrency workers when rate is 0, else open loop at rate per second.
-func load(target, cookie string, concurrency int, rate float64, d time.Duration) loadResult {
+// target is where a load run sends its requests: a URL, the Host they
+// carry (environment hosts are reached at the gateway's own address), and
+// the cookie that signs them in.
+type target struct{ URL, Host, Cookie string }
+
+// load sends GETs to t for d: closed loop with concurrency workers when
+// rate is 0, else open loop at rate per second.
+func load(t target, concurrency int, rate float64, d time.Duration) loadResult {
 	c := newLoadClient(concurrency)
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
 	do := func() {
-		req, _ := http.NewRequest(http.MethodGet, target, nil)
-		if cookie != "" {
-			req.Header.Set("Cookie", cookie)
-		}
-		start := time.Now()
-		resp, err := c.Do(req)
-		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("status %d", resp.StatusCode)
-			}
-		}
-		elapsed := time.Since(start)
+		elapsed, err := fetch(c, t)
 		if err != nil {
 			errs.Add(1)
 			return
@@ -211,6 +206,32 @@ func load(target, cookie string, concurrency int, rate float64, d time.Duration)
 		Requests: len(lat), Errors: int(errs.Load()), RPS: float64(len(lat)) / d.Seconds(),
 		P50: percentile(lat, 0.50), P99: percentile(lat, 0.99),
 	}
+}
+
+// fetch sends one GET to t, reads the whole answer and says how long it
+// took; an answer other than 200 is an error.
+func fetch(c *http.Client, t target) (time.Duration, error) {
+	req, err := http.NewRequest(http.MethodGet, t.URL, nil)
+	if err != nil {
+		return 0, err
+	}
+	if t.Host != "" {
+		req.Host = t.Host
+	}
+	if t.Cookie != "" {
+		req.Header.Set("Cookie", t.Cookie)
+	}
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return time.Since(start), err
 }
 
 // wsResult is one held-WebSockets run.
@@ -281,18 +302,50 @@ func holdWebSockets(ctx context.Context, proxyURL, cookie string, pid, n int, ho
 	return res
 }
 
-// signIn posts the static-user form and returns the session cookie.
-func signIn(gateway, user, password string) (string, error) {
-	c := newLoadClient(1)
-	resp, err := c.PostForm(gateway+"/login", url.Values{"username": {user}, "password": {password}, "rd": {"/"}})
+// signInHosts signs the user in as a browser would: it opens the
+// environment host signed out, signs in on the main host's form, and
+// follows the hand-off back. It returns the main host's session cookie and
+// the environment host's own cookie. Every host is dialled at gwAddr.
+func signInHosts(gwAddr, mainHost, envHost, user, password string) (session, env string, err error) {
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, gwAddr)
+		},
+	}}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+envHost+"/", nil)
+	req.Header.Set("Sec-Fetch-Mode", "navigate")
+	resp, err := c.Do(req)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	_ = resp.Body.Close()
-	for _, ck := range resp.Cookies() {
-		if ck.Name == "userland_session" {
-			return ck.Name + "=" + ck.Value, nil
+	if resp.Request.URL.Host != mainHost || resp.Request.URL.Path != "/login" {
+		return "", "", fmt.Errorf("a signed-out environment host led to %s (%s), not the sign-in form", resp.Request.URL, resp.Status)
+	}
+	form := url.Values{"username": {user}, "password": {password}, "rd": {resp.Request.URL.Query().Get("rd")}}
+	if resp, err = c.PostForm("http://"+mainHost+"/login", form); err != nil {
+		return "", "", err
+	}
+	_ = resp.Body.Close()
+	if resp.Request.URL.Host != envHost {
+		return "", "", fmt.Errorf("sign-in ended at %s (%s), not back on the environment host", resp.Request.URL, resp.Status)
+	}
+	session = cookieNamed(jar, "http://"+mainHost, "userland_session")
+	env = cookieNamed(jar, "http://"+envHost, "userland_env")
+	if session == "" || env == "" {
+		return "", "", fmt.Errorf("sign-in left the session cookie %q and the environment cookie %q", session, env)
+	}
+	return session, env, nil
+}
+
+// cookieNamed is the "name=value" of the jar's cookie for u, or "".
+func cookieNamed(jar http.CookieJar, u, name string) string {
+	parsed, _ := url.Parse(u)
+	for _, ck := range jar.Cookies(parsed) {
+		if ck.Name == name {
+			return ck.Name + "=" + ck.Value
 		}
 	}
-	return "", fmt.Errorf("sign-in: %s and no session cookie", resp.Status)
+	return ""
 }

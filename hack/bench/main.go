@@ -21,11 +21,8 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"golang.org/x/crypto/bcrypt"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -42,6 +39,7 @@ type options struct {
 	gateway     bool
 	rollout     bool
 	keep        bool
+	slowClients int
 }
 
 func parseInts(s string) ([]int, error) {
@@ -83,6 +81,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 32, "closed-loop load concurrency")
 	flag.BoolVar(&o.gateway, "gateway", true, "run the gateway benchmarks")
 	flag.BoolVar(&o.rollout, "rollout", true, "measure rollouts after provisioning")
+	flag.IntVar(&o.slowClients, "slow-clients", 500, "slow anonymous clients held against the gateway (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
 	flag.Parse()
 	var err error
@@ -130,19 +129,6 @@ type provisionResult struct {
 	// Profiles are the top entries of CPU profiles taken while
 	// provisioning: the API server's and the controller's.
 	Profiles map[string]string
-}
-
-type gatewayResult struct {
-	Small, Big                  map[string]loadResult
-	Half                        map[string]loadResult
-	HalfRate                    float64
-	WebSockets                  map[int]map[string]wsResult
-	ActivityRecorded            bool
-	GatewayPeakKiB, BarePeakKiB int64
-	// Profile is the top of the gateway's CPU profile under small GETs.
-	Profile string
-	// Wakes are requests to an idle-stopped environment.
-	Wakes []wakeSample
 }
 
 // wakeSamples is how many wakes are timed.
@@ -291,163 +277,6 @@ func run(o options) error {
 		}
 	}
 	return writeReport(o, results, gw)
-}
-
-func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir, bin, auditLog string) (*gatewayResult, error) {
-	res := &gatewayResult{Small: map[string]loadResult{}, Big: map[string]loadResult{}, Half: map[string]loadResult{}, WebSockets: map[int]map[string]wsResult{}}
-	up, upAddr, err := child("upstream")
-	if err != nil {
-		return nil, err
-	}
-	defer up.stop()
-	bare, bareAddr, err := child("bareproxy", upAddr)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { bare.stop() }()
-
-	// One signed-in user with a Ready environment.
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		return nil, err
-	}
-	if err := namespace(ctx, c, "gw"); err != nil {
-		return nil, err
-	}
-	gwTemplate := benchTemplate("gw")
-	// Long enough that the load runs never stop it; wakes are measured by
-	// moving its last activity back instead of waiting.
-	gwTemplate.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 10 * time.Minute}}
-	if err := c.Create(ctx, gwTemplate); err != nil {
-		return nil, err
-	}
-	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "bench"},
-		Spec: v1alpha1.UserlandSpec{User: "bench", TemplateRef: v1alpha1.TemplateReference{Name: "app"}}}
-	if err := c.Create(ctx, ul); err != nil {
-		return nil, err
-	}
-	if err := waitUserlands(ctx, c, "gw", 1, func(u *v1alpha1.Userland) bool { return u.Status.Phase == v1alpha1.PhaseReady }); err != nil {
-		return nil, err
-	}
-	hash, _ := bcrypt.GenerateFromPassword([]byte("bench-pw"), bcrypt.MinCost)
-	users := filepath.Join(dir, "users.yaml")
-	if err := os.WriteFile(users, []byte("users:\n  - name: bench\n    passwordHash: "+string(hash)+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	keys := filepath.Join(dir, "session.keys")
-	if err := os.WriteFile(keys, []byte(strings.Repeat("A", 86)+"==\n"), 0o600); err != nil {
-		return nil, err
-	}
-	gwCfg, err := env.CertConfigBoundTo(ctx, "bench-gateway", "userland-gateway")
-	if err != nil {
-		return nil, err
-	}
-	gwKubeconfig := filepath.Join(dir, "gateway.kubeconfig")
-	if err := kubeconfigFor(gwCfg, gwKubeconfig); err != nil {
-		return nil, err
-	}
-	pprofPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	gwPprof := fmt.Sprintf("127.0.0.1:%d", pprofPort)
-	startGateway := func() (*process, string, error) {
-		port, err := freePort()
-		if err != nil {
-			return nil, "", err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p, err := startProcess("gateway", filepath.Join(dir, "gateway.log"), bin, "gateway",
-			"--kubeconfig", gwKubeconfig, "--listen", addr, "--metrics-bind-address=0",
-			"--auth-mode=static", "--static-users-file", users, "--session-keys-file", keys, "--insecure-cookies",
-			"--static-upstream", upAddr, "--activity-interval=1m", "--pprof-bind-address", gwPprof)
-		if err != nil {
-			return nil, "", err
-		}
-		if err := waitHTTP("http://" + addr + "/readyz"); err != nil {
-			p.stop()
-			return nil, "", err
-		}
-		return p, addr, nil
-	}
-	gwProc, gwAddr, err := startGateway()
-	if err != nil {
-		return nil, err
-	}
-	defer func() { gwProc.stop() }()
-	cookie, err := signIn("http://"+gwAddr, "bench", "bench-pw")
-	if err != nil {
-		return nil, err
-	}
-	targets := map[string]string{
-		"direct":  "http://" + upAddr,
-		"bare":    "http://" + bareAddr,
-		"gateway": "http://" + gwAddr + "/u/gw/bench",
-	}
-	order := []string{"direct", "bare", "gateway"}
-	cookieFor := func(name string) string {
-		if name == "gateway" {
-			return cookie
-		}
-		return ""
-	}
-	logf("gateway: closed loop, %d workers, %d rounds of %s per target", o.concurrency, o.rounds, o.loadFor)
-	profiled := false
-	res.Small = interleaved(o.rounds, order, func(name string) loadResult {
-		var profile chan string
-		if name == "gateway" && !profiled {
-			// Profiled from a second in, for most of the first round.
-			profiled = true
-			profile = make(chan string, 1)
-			go func() {
-				time.Sleep(time.Second)
-				profile <- cpuProfile(http.DefaultClient, "http://"+gwPprof, filepath.Join(dir, "gateway.pprof"), o.loadFor-2*time.Second)
-			}()
-		}
-		r := load(targets[name]+"/small", cookieFor(name), o.concurrency, 0, o.loadFor)
-		if profile != nil {
-			res.Profile = <-profile
-		}
-		return r
-	}, func(r loadResult) float64 { return r.RPS })
-	res.Big = interleaved(o.rounds, order, func(name string) loadResult {
-		return load(targets[name]+"/big", cookieFor(name), o.concurrency/4, 0, o.loadFor)
-	}, func(r loadResult) float64 { return r.RPS })
-	res.HalfRate = res.Small["gateway"].RPS / 2
-	logf("gateway: open loop at %.0f req/s, %d rounds of %s per target", res.HalfRate, o.rounds, o.loadFor)
-	res.Half = interleaved(o.rounds, order, func(name string) loadResult {
-		return load(targets[name]+"/small", cookieFor(name), o.concurrency, res.HalfRate, o.loadFor)
-	}, func(r loadResult) float64 { return float64(r.P99) })
-	var after v1alpha1.Userland
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "gw", Name: "bench"}, &after); err == nil {
-		res.ActivityRecorded = after.Status.LastActivityTime != nil
-	}
-	_, res.GatewayPeakKiB = memory(gwProc.cmd.Process.Pid)
-	_, res.BarePeakKiB = memory(bare.cmd.Process.Pid)
-	// WebSockets are held by fresh processes, so the memory they add is not
-	// hidden in heap the load runs left behind.
-	gwProc.stop()
-	bare.stop()
-	if bare, bareAddr, err = child("bareproxy", upAddr); err != nil {
-		return nil, err
-	}
-	if gwProc, gwAddr, err = startGateway(); err != nil {
-		return nil, err
-	}
-	// Wakes first, while the fresh gateway has no activity left to record.
-	logf("gateway: %d wakes of an idle-stopped environment", wakeSamples)
-	if res.Wakes, err = measureWakes(ctx, c, auditLog, "http://"+gwAddr+"/u/gw/bench", cookie, client.ObjectKey{Namespace: "gw", Name: "bench"}, wakeSamples); err != nil {
-		return nil, err
-	}
-	for _, n := range o.wsCounts {
-		res.WebSockets[n] = map[string]wsResult{}
-		logf("gateway: %d WebSockets through the bare proxy", n)
-		res.WebSockets[n]["bare"] = holdWebSockets(ctx, "ws://"+bareAddr+"/ws", "", bare.cmd.Process.Pid, n, 20*time.Second)
-		logf("gateway: %d WebSockets through the gateway", n)
-		res.WebSockets[n]["gateway"] = holdWebSockets(ctx, "ws://"+gwAddr+"/u/gw/bench/ws", cookie, gwProc.cmd.Process.Pid, n, 20*time.Second)
-		time.Sleep(3 * time.Second)
-	}
-	return res, nil
 }
 
 func waitHTTP(u string) error {

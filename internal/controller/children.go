@@ -98,7 +98,7 @@ func (r *UserlandReconciler) existsUncached(ctx context.Context, s *reconcileSta
 // nameConflict turns errNameConflict into a stalled Userland.
 func (r *UserlandReconciler) nameConflict(s *reconcileState, kind string, err error) (ctrl.Result, error) {
 	if errors.Is(err, errNameConflict) {
-		return r.stall(s, "NameConflict", fmt.Sprintf("a %s named %q exists that this Userland does not own", kind, s.ul.Name)), nil
+		return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a %s named %q exists that this Userland does not own", kind, s.ul.Name)), nil
 	}
 	return ctrl.Result{}, err
 }
@@ -169,12 +169,12 @@ func (r *UserlandReconciler) reconcileVolumes(ctx context.Context, s *reconcileS
 		}
 		existing := cached.(*corev1.PersistentVolumeClaim)
 		if existing.Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {
-			return r.stall(s, "VolumeConflict", fmt.Sprintf(
+			return r.stall(s, v1alpha1.ReasonVolumeConflict, fmt.Sprintf(
 				"claim %s exists but was not made by Userland (it lacks the %s=%s label); it is not mounted: delete or rename it, or label it for this user",
 				existing.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue)), nil
 		}
 		if existing.Labels[LabelUser] != desired.Labels[LabelUser] {
-			return r.stall(s, "VolumeConflict", fmt.Sprintf(
+			return r.stall(s, v1alpha1.ReasonVolumeConflict, fmt.Sprintf(
 				"claim %s belongs to another user; delete it or rename this Userland", existing.Name)), nil
 		}
 		if err := r.patchClaim(ctx, existing, desired); err != nil {
@@ -246,7 +246,7 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 	}
 	existing := cached.(*corev1.Service)
 	if !metav1.IsControlledBy(existing, s.ul) {
-		return r.stall(s, "NameConflict", fmt.Sprintf("a Service named %q exists that this Userland does not own", existing.Name)), nil
+		return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a Service named %q exists that this Userland does not own", existing.Name)), nil
 	}
 	if existing.Spec.ClusterIP != corev1.ClusterIPNone {
 		// A Service from before environments' Services were headless: the
@@ -377,13 +377,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		return ctrl.Result{}, err
 	}
 	result = lowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
-	s.ul.Status.UpdatePending = pending
-	if pending {
-		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRolloutDeferred,
-			fmt.Sprintf("a template change waits for the %s rollout policy", s.template.spec.Rollout.Policy))
-	} else {
-		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonRolledOut, "the environment runs the current template")
-	}
+	s.ul.Status.UpdatePending, s.rolloutDecided = pending, true
 
 	if pending {
 		// Deferral happens only while the environment keeps running, so
@@ -507,35 +501,26 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 	return unavailable < maxUnavailable, nil
 }
 
-// reconcileStatus reports the phase and the Ready condition.
+// reconcileStatus observes the phase; Ready is computed from it after
+// the phases (summarize).
 func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileState) (ctrl.Result, error) {
 	before := s.ul.Status.Phase
 	if !s.running {
 		s.ul.Status.Phase = v1alpha1.PhaseStopped
 		s.ul.Status.StoppedReason = s.stopReason
-		message := "suspended (spec.suspend is true)"
-		if s.stopReason == v1alpha1.StoppedIdle {
-			message = "stopped after no activity; the next request wakes it"
-		}
-		r.setCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, string(s.stopReason), message)
 		return ctrl.Result{}, nil
 	}
 	s.ul.Status.StoppedReason = ""
-	h := ObserveHealth(s.dep, s.pods)
-	s.ul.Status.Phase = h.Phase
-	status := metav1.ConditionFalse
-	if h.Phase == v1alpha1.PhaseReady {
-		status = metav1.ConditionTrue
-	}
-	r.setCondition(s, v1alpha1.ConditionReady, status, h.Reason, h.Message)
-	if before != h.Phase {
-		switch h.Phase {
+	s.health = ObserveHealth(s.dep, s.pods)
+	s.ul.Status.Phase = s.health.Phase
+	if before != s.health.Phase {
+		switch s.health.Phase {
 		case v1alpha1.PhaseReady:
 			if startedAt := parseTime(s.dep.Annotations[AnnotationStartedAt]); startedAt != nil {
 				r.Metrics.observeStart(s.now.Sub(*startedAt))
 			}
 		case v1alpha1.PhaseFailed:
-			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeWarning, h.Reason, "Start", h.Message)
+			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeWarning, s.health.Reason, "Start", s.health.Message)
 		}
 	}
 	return ctrl.Result{}, nil

@@ -188,7 +188,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("setting up userland controller: %w", err)
 	}
 	for _, kind := range []v1alpha1.TemplateKind{v1alpha1.TemplateKindTemplate, v1alpha1.TemplateKindClusterTemplate} {
-		if err := (&TemplateStatusReconciler{Client: mgr.GetClient(), Kind: kind}).SetupWithManager(mgr); err != nil {
+		if err := (&TemplateStatusReconciler{Client: mgr.GetClient(), Kind: kind, Clock: opts.Clock}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up %s status controller: %w", kind, err)
 		}
 	}

@@ -85,12 +85,14 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		v1alpha1.PhaseStopped: 0, v1alpha1.PhaseFailed: 0,
 	}
 	for i := range list.Items {
-		counts[list.Items[i].Status.Phase]++
-	}
-	for phase, n := range counts {
+		phase := list.Items[i].Status.Phase
 		if phase == "" {
+			// Not reconciled yet: counted with Pending, in one series.
 			phase = v1alpha1.PhasePending
 		}
+		counts[phase]++
+	}
+	for phase, n := range counts {
 		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, float64(n), string(phase))
 	}
 }

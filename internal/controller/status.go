@@ -23,13 +23,13 @@ type Health struct {
 // failingWaitingReasons are container waiting reasons that mean the
 // environment cannot start without someone changing something.
 var failingWaitingReasons = map[string]string{
-	"ErrImagePull":               "the image could not be pulled",
-	"ImagePullBackOff":           "the image could not be pulled",
-	"InvalidImageName":           "the image name is invalid",
-	"CrashLoopBackOff":           "the container keeps crashing",
-	"CreateContainerConfigError": "the container configuration is invalid",
-	"CreateContainerError":       "the container could not be created",
-	"RunContainerError":          "the container could not be started",
+	v1alpha1.ReasonErrImagePull:               "the image could not be pulled",
+	v1alpha1.ReasonImagePullBackOff:           "the image could not be pulled",
+	v1alpha1.ReasonInvalidImageName:           "the image name is invalid",
+	v1alpha1.ReasonCrashLoopBackOff:           "the container keeps crashing",
+	v1alpha1.ReasonCreateContainerConfigError: "the container configuration is invalid",
+	v1alpha1.ReasonCreateContainerError:       "the container could not be created",
+	v1alpha1.ReasonRunContainerError:          "the container could not be started",
 }
 
 // ObserveHealth maps a running environment's Deployment and Pods to a
@@ -39,7 +39,7 @@ func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
 		// The same words as a Deployment still starting: the children are
 		// being applied in this very reconcile, and a distinct status would
 		// cost every environment one more write.
-		return Health{Phase: v1alpha1.PhaseStarting, Reason: "Starting", Message: "waiting for the environment's pod to become ready"}
+		return Health{Phase: v1alpha1.PhaseStarting, Reason: v1alpha1.ReasonStarting, Message: "waiting for the environment's pod to become ready"}
 	}
 	for i := range pods {
 		if h, failed := podFailure(&pods[i]); failed {
@@ -47,9 +47,9 @@ func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
 		}
 	}
 	if rolledOut(dep) {
-		return Health{Phase: v1alpha1.PhaseReady, Reason: "Ready", Message: "the environment is serving"}
+		return Health{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonReady, Message: "the environment is serving"}
 	}
-	return Health{Phase: v1alpha1.PhaseStarting, Reason: "Starting", Message: "waiting for the environment's pod to become ready"}
+	return Health{Phase: v1alpha1.PhaseStarting, Reason: v1alpha1.ReasonStarting, Message: "waiting for the environment's pod to become ready"}
 }
 
 // rolledOut is true when the Deployment's controller has observed its
@@ -81,7 +81,7 @@ func podFailure(pod *corev1.Pod) (Health, bool) {
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return Health{Phase: v1alpha1.PhaseFailed, Reason: "Unschedulable",
+			return Health{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonUnschedulable,
 				Message: "no node can run the environment: " + c.Message}, true
 		}
 	}

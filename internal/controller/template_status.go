@@ -7,8 +7,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +36,32 @@ type TemplateStatusReconciler struct {
 	Client client.Client
 	// Kind is the template kind this instance reconciles.
 	Kind v1alpha1.TemplateKind
+	// Clock stamps condition transitions; nil: the real clock.
+	Clock clock.PassiveClock
+}
+
+func (r *TemplateStatusReconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+// setTemplateUpToDate sets a template's UpToDate condition from its
+// counts: True when none of its environments waits for the current
+// template. The message carries no counts, so a count changing does not
+// change the condition.
+func setTemplateUpToDate(status *v1alpha1.TemplateStatus, generation int64, now time.Time) {
+	c := metav1.Condition{
+		Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolledOut,
+		Message: "every environment runs the current template", ObservedGeneration: generation,
+		LastTransitionTime: metav1.NewTime(now),
+	}
+	if status.UpdatesPending > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUpdatesPending
+		c.Message = "some environments wait for the current template under the rollout policy (status.updatesPending); a restart applies it at once"
+	}
+	meta.SetStatusCondition(&status.Conditions, c)
 }
 
 // Reconcile recounts one template's Userlands and patches its status when
@@ -69,6 +98,7 @@ func (r *TemplateStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			next.UpdatesPending++
 		}
 	}
+	setTemplateUpToDate(&next, obj.GetGeneration(), r.now())
 	if equality.Semantic.DeepEqual(*status, next) {
 		return ctrl.Result{}, nil
 	}

@@ -80,9 +80,18 @@ type reconcileState struct {
 	running bool
 	// stopReason is set when it should not.
 	stopReason v1alpha1.StoppedReason
-	// stalled means the spec cannot succeed as it is; no requeue.
-	stalled bool
+	// stalled is the spec problem that stopped the phases, which retrying
+	// cannot fix; nil while none was found.
+	stalled *finding
+	// health is what the status phase observed of a running environment.
+	health Health
+	// rolloutDecided is whether the Deployment phase decided UpToDate
+	// (Status.UpdatePending holds the decision).
+	rolloutDecided bool
 }
+
+// finding is a reason and message a phase found for the Ready condition.
+type finding struct{ reason, message string }
 
 // Reconcile fetches the Userland, then runs the phases in order; status is
 // written once, at the end, and only when it changed.
@@ -105,6 +114,7 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		if retErr == nil {
 			s.ul.Status.ObservedGeneration = s.ul.Generation
 		}
+		r.summarize(s, retErr)
 		if err := r.patchStatus(ctx, &current, s.ul); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -127,7 +137,7 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 			return ctrl.Result{}, err
 		}
 		result = lowestRequeue(result, res)
-		if s.stalled {
+		if s.stalled != nil {
 			return ctrl.Result{}, nil
 		}
 	}
@@ -167,11 +177,10 @@ func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileSt
 		ref := s.ul.Spec.TemplateRef
 		r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("%s %q does not exist", ref.Kind, ref.Name))
-		r.setCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound, "waiting for the template")
 		if s.ul.Status.Phase == "" {
 			s.ul.Status.Phase = v1alpha1.PhasePending
 		}
-		s.stalled = true
+		s.stalled = &finding{v1alpha1.ReasonTemplateNotFound, "waiting for the template"}
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -191,7 +200,7 @@ func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ct
 	switch {
 	case err == nil:
 		if !metav1.IsControlledBy(&dep, s.ul) {
-			return r.stall(s, "NameConflict", fmt.Sprintf("a Deployment named %q exists that this Userland does not own", s.ul.Name)), nil
+			return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a Deployment named %q exists that this Userland does not own", s.ul.Name)), nil
 		}
 		s.dep = &dep
 	case !apierrors.IsNotFound(err):
@@ -207,9 +216,8 @@ func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ct
 
 // stall records a spec problem that retrying cannot fix.
 func (r *UserlandReconciler) stall(s *reconcileState, reason, message string) ctrl.Result {
-	s.stalled = true
+	s.stalled = &finding{reason, message}
 	s.ul.Status.Phase = v1alpha1.PhaseFailed
-	r.setCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeWarning, reason, "Reconcile", message)
 	return ctrl.Result{}
 }

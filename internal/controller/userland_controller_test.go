@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -112,8 +114,10 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vscode"}, &tmpl); err != nil {
 			return false, err
 		}
-		want := v1alpha1.TemplateStatus{ObservedGeneration: tmpl.Generation, Userlands: 1, ReadyUserlands: 1}
-		return cmp.Equal(want, tmpl.Status), nil
+		want := v1alpha1.TemplateStatus{ObservedGeneration: tmpl.Generation, Userlands: 1, ReadyUserlands: 1,
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolledOut,
+				Message: "every environment runs the current template", ObservedGeneration: tmpl.Generation}}}
+		return cmp.Equal(want, tmpl.Status, cmpopts.IgnoreFields(metav1.Condition{}, "LastTransitionTime")), nil
 	})
 }
 
@@ -427,6 +431,7 @@ func TestRolloutWhenIdleWaitsForInactivity(t *testing.T) {
 	if got := imageOf(t, ctx, ns, "busy"); got != "example.org/app:1" {
 		t.Fatalf("a busy environment was restarted onto %s", got)
 	}
+	waitTemplateUpToDate(t, ns, "t", metav1.ConditionFalse, v1alpha1.ReasonUpdatesPending)
 	// A new Userland always gets the current template.
 	create(t, userland(ns, "new", "bob", "t"))
 	waitPhase(t, ns, "new", v1alpha1.PhaseReady)
@@ -439,6 +444,20 @@ func TestRolloutWhenIdleWaitsForInactivity(t *testing.T) {
 	eventually(t, time.Minute, "rolled out once idle", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "busy")
 		return err == nil && !ul.Status.UpdatePending && imageOf(t, ctx, ns, "busy") == "example.org/app:2", err
+	})
+	waitTemplateUpToDate(t, ns, "t", metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
+}
+
+// waitTemplateUpToDate waits for a template's UpToDate condition.
+func waitTemplateUpToDate(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("template UpToDate=%s (%s)", status, reason), func(ctx context.Context) (bool, error) {
+		var tmpl v1alpha1.Template
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tmpl); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(tmpl.Status.Conditions, v1alpha1.ConditionUpToDate)
+		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == tmpl.Generation, nil
 	})
 }
 

@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -15,6 +18,51 @@ type Limits struct {
 	// WaitingPerUser caps a user's requests held while environments
 	// start; 0: no cap.
 	WaitingPerUser int
+	// PasswordChecks caps static sign-in password checks running at once
+	// (bcrypt is slow on purpose, so anonymous posts could otherwise take
+	// every core from proxying); 0: half the CPUs, at least one.
+	PasswordChecks int
+	// PasswordCheckWait is how long a sign-in waits for a free check
+	// before a 429; 0: formReadTimeout.
+	PasswordCheckWait time.Duration
+}
+
+// gate bounds how many of something run at once, across all clients.
+type gate struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+// enter takes a slot, waiting up to wait; n sizes the gate on first use.
+// It returns the function that gives the slot back, or nil if none came
+// free in time.
+func (g *gate) enter(ctx context.Context, n int, wait time.Duration) func() {
+	g.once.Do(func() {
+		if n <= 0 {
+			n = max(1, runtime.GOMAXPROCS(0)/2)
+		}
+		g.slots = make(chan struct{}, n)
+	})
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case g.slots <- struct{}{}:
+		return func() { <-g.slots }
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// formError answers a form the gateway could not read: too large (413)
+// or cut off, malformed or too slow (400). Nothing else is done with it.
+func formError(w http.ResponseWriter, err error) {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		http.Error(w, "form too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	http.Error(w, "could not read the form", http.StatusBadRequest)
 }
 
 // Body and read bounds of the main host's own endpoints (sign-in forms,

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"html/template"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,6 +84,7 @@ type Server struct {
 	waking map[types.NamespacedName]time.Time
 
 	websockets, waiting counter
+	passwordChecks      gate
 }
 
 // shouldWake reports whether key needs a wake write now, and notes it.
@@ -389,6 +391,20 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if r.Method == http.MethodPost {
+		// The form is read, within its limits, before anything else:
+		// a body too large, too slow or not a plain form costs no bcrypt.
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+			s.Metrics.signinFailed("bad_form")
+			http.Error(w, "sign-in expects a URL-encoded form", http.StatusUnsupportedMediaType)
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			s.Metrics.signinFailed("bad_form")
+			formError(w, err)
+			return
+		}
+	}
 	rd := auth.SafeReturnPath(r.FormValue("rd"))
 	render := func(code int, msg string) {
 		gatewayPageHeaders(w)
@@ -405,7 +421,19 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "cross-site sign-in refused", http.StatusForbidden)
 			return
 		}
+		wait := s.Limits.PasswordCheckWait
+		if wait == 0 {
+			wait = formReadTimeout
+		}
+		leave := s.passwordChecks.enter(r.Context(), s.Limits.PasswordChecks, wait)
+		if leave == nil {
+			s.Metrics.signinFailed("busy")
+			w.Header().Set("Retry-After", "5")
+			render(http.StatusTooManyRequests, "Too many people are signing in at once; try again in a few seconds.")
+			return
+		}
 		id, err := s.Static.Authenticate(r.PostFormValue("username"), r.PostFormValue("password"))
+		leave()
 		if err != nil {
 			s.Metrics.signinFailed("bad_credentials")
 			render(http.StatusUnauthorized, "Wrong user name or password.")
