@@ -77,6 +77,7 @@ records activity. Every flag can also be set with an environment variable:
 	f.StringVar(&opts.PublicURL, "public-url", "", "the main host's external URL (dashboard and sign-in), e.g. https://userland.example.edu; required with --base-domain")
 	f.DurationVar(&opts.UpstreamHeaderTimeout, "upstream-header-timeout", 5*time.Minute, "how long an environment may take to send its response headers before 502; 0 waits forever")
 	f.IntVar(&opts.Limits.WebSocketsPerUser, "max-websockets-per-user", 64, "open WebSocket (upgraded) connections one user may hold on a replica; beyond it 429 with Retry-After; 0 means no cap")
+	f.IntVar(&opts.Limits.PasswordChecks, "max-password-checks", 0, "static sign-in password checks (bcrypt) running at once across all clients; a sign-in waits up to 20s for one, then gets 429 with Retry-After; 0 means half the CPUs, at least one")
 	f.IntVar(&opts.Limits.WaitingPerUser, "max-waiting-per-user", 32, "requests one user may have held on a replica while environments start; beyond it 429 with Retry-After; 0 means no cap")
 	f.StringVar(&opts.TrustedProxySecretFile, "trusted-proxy-secret-file", "", "header mode: file holding a secret (16+ characters) the trusted proxy must send, so an address in --trusted-proxies alone is not enough")
 	f.StringVar(&opts.TrustedProxySecretHeader, "trusted-proxy-secret-header", "X-Userland-Proxy-Secret", "header mode: the header carrying --trusted-proxy-secret-file's secret (never forwarded to environments)")

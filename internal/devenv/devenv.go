@@ -46,8 +46,8 @@ import (
 	"github.com/userland-dev/userland/internal/gateway"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
-	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
+	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -605,7 +605,7 @@ func (s *Stack) demo(ctx context.Context) error {
 			// The same name auto-provisioning would pick, so first
 			// sign-in finds it instead of creating a second one.
 			ul := &v1alpha1.Userland{
-				ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: provision.Name(u.Name, string(v1alpha1.TemplateKindTemplate)+"/"+t)},
+				ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: naming.UserlandName(u.Name, string(v1alpha1.TemplateKindTemplate)+"/"+t)},
 				Spec:       v1alpha1.UserlandSpec{User: u.Name, TemplateRef: v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: t}},
 			}
 			ul.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Userland"))

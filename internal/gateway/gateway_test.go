@@ -38,6 +38,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -77,6 +78,19 @@ var upstreamPosts, upstreamSecrets atomic.Int32
 // upstream is a real app answering for every environment.
 func upstream(t *testing.T) *httptest.Server {
 	mux := http.NewServeMux()
+	// A WebSocket held open until the client closes it.
+	mux.HandleFunc("/ws-hold", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer func() { _ = c.CloseNow() }()
+		for {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+		}
+	})
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -591,7 +605,7 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 		t.Fatalf("%d auto-provisioned Userlands, want exactly one", len(list.Items))
 	}
 	ul := list.Items[0]
-	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != provision.Name("carol", "Template/lab") {
+	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != naming.UserlandName("carol", "Template/lab") {
 		t.Errorf("provisioned %s for %q from %s", ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name)
 	}
 }

@@ -105,3 +105,48 @@ func BasePath(namespace, name string, routing v1alpha1.Routing) string {
 	}
 	return "/u/" + namespace + "/" + name + "/"
 }
+
+// NameFor derives the Userland name auto-provisioning gives an identity:
+// lower-case letters, digits and '-', starting with a letter, at most 63
+// characters. When that loses information (any change at all, including
+// case), a hash of the identity is appended, so two identities never share
+// a name and the same identity always gets the same one.
+func NameFor(identity string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(identity) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+			dash = false
+		default:
+			if !dash && b.Len() > 0 {
+				b.WriteByte('-')
+				dash = true
+			}
+		}
+	}
+	name := strings.TrimRight(b.String(), "-")
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		name = "u-" + name
+	}
+	if name == identity && len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(identity))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	if len(name) > 63-len(suffix) {
+		name = strings.TrimRight(name[:63-len(suffix)], "-")
+	}
+	return name + suffix
+}
+
+// UserlandName is the Userland name for a user and template (as
+// "<Kind>/<name>"): derived only from them, so every gateway replica, the
+// roster import, the plugin and `userland dev` pick the same name and
+// concurrent sign-ins collapse into one object. The '/' never survives
+// sanitising, so a hash of both is always appended and no two pairs share
+// a name.
+func UserlandName(user, template string) string {
+	return NameFor(user + "/" + template)
+}

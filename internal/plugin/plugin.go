@@ -25,7 +25,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/controller"
-	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/roster"
 )
 
@@ -230,7 +230,7 @@ func (o *options) createCommand() *cobra.Command {
 				return fmt.Errorf("--kind %q: want Template or ClusterTemplate", kind)
 			}
 			ul := &v1alpha1.Userland{Spec: v1alpha1.UserlandSpec{User: args[0], TemplateRef: v1alpha1.TemplateReference{Kind: k, Name: template}}}
-			ul.Namespace, ul.Name = ns, provision.Name(args[0], string(k)+"/"+template)
+			ul.Namespace, ul.Name = ns, naming.UserlandName(args[0], string(k)+"/"+template)
 			opts := []client.CreateOption{client.FieldOwner(fieldOwner)}
 			if dryRun {
 				opts = append(opts, client.DryRunAll)

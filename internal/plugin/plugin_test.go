@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -69,7 +69,7 @@ func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := provision.Name("Taro.Yamada@uni.example.ac.jp", "Template/vscode")
+	name := naming.UserlandName("Taro.Yamada@uni.example.ac.jp", "Template/vscode")
 	if want := "userland.userland.dev/" + name + " created\n"; out != want {
 		t.Errorf("create printed %q, want %q", out, want)
 	}

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // Column names a roster may use in its header row.
@@ -196,7 +196,7 @@ func importRow(ctx context.Context, row Row, seen map[types.NamespacedName]int, 
 	if err != nil {
 		return Rejected, "", err.Error()
 	}
-	key := types.NamespacedName{Namespace: row.Namespace, Name: provision.Name(row.User, string(kind)+"/"+row.Template)}
+	key := types.NamespacedName{Namespace: row.Namespace, Name: naming.UserlandName(row.User, string(kind)+"/"+row.Template)}
 	if line, dup := seen[key]; dup {
 		return Existing, key.Name, fmt.Sprintf("same user and template as line %d", line)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/devenv"
-	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/naming"
 )
 
@@ -89,7 +88,7 @@ func signIn(t *testing.T, ctx context.Context, user string) {
 }
 
 func envName(user, template string) string {
-	return provision.Name(user, string(v1alpha1.TemplateKindTemplate)+"/"+template)
+	return naming.UserlandName(user, string(v1alpha1.TemplateKindTemplate)+"/"+template)
 }
 
 func phaseIs(name, phase string) string {

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/gateway/route"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // Provisioner creates a user's Userlands at sign-in from every template
@@ -50,14 +50,6 @@ func Admits(ap *v1alpha1.AutoProvisionSpec, id session.Identity) bool {
 	return false
 }
 
-// Name is the Userland name for a user and template: derived only
-// from them, so every replica picks the same name and concurrent sign-ins
-// collapse into one object. The '/' never survives sanitising, so a hash
-// of both is always appended and no two pairs share a name.
-func Name(user, template string) string {
-	return route.NameFor(user + "/" + template)
-}
-
 // Candidate is a Userland a user may create from a template.
 type Candidate struct {
 	// Namespace receives the Userland.
@@ -77,7 +69,7 @@ func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Ca
 	add := func(ns string, kind v1alpha1.TemplateKind, name string, spec *v1alpha1.TemplateSpec) {
 		ref := v1alpha1.TemplateReference{Kind: kind, Name: name}
 		out = append(out, Candidate{
-			Namespace: ns, Ref: ref, Name: Name(id.User, string(kind)+"/"+name),
+			Namespace: ns, Ref: ref, Name: naming.UserlandName(id.User, string(kind)+"/"+name),
 			DisplayName: spec.DisplayName, Description: spec.Description,
 		})
 	}

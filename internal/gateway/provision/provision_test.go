@@ -29,16 +29,3 @@ func TestAdmits(t *testing.T) {
 		})
 	}
 }
-
-func TestProvisionNamesAreDistinct(t *testing.T) {
-	a := Name("alice", "Template/vscode-x")
-	b := Name("alice-vscode", "Template/x")
-	if a == b {
-		t.Errorf("two user/template pairs share the name %s", a)
-	}
-	// Every replica must derive the same name: it is a pure function, so
-	// pin one value.
-	if got, want := Name("alice", "Template/vscode"), "alice-template-vscode-"; got[:len(want)] != want || len(got) != len(want)+10 {
-		t.Errorf("ProvisionName = %q, want %q plus a 10-character hash", got, want)
-	}
-}

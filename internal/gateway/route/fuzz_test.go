@@ -29,24 +29,3 @@ func FuzzFromPath(f *testing.F) {
 		}
 	})
 }
-
-// FuzzNameFor checks that every identity maps to a valid, stable Userland
-// name, and that only an identity that already is such a name maps to
-// itself.
-func FuzzNameFor(f *testing.F) {
-	for _, seed := range []string{"alice", "Taro.Yamada@uni.example.ac.jp", "", "42", "--", strings.Repeat("x", 100), "日本語"} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, identity string) {
-		name := NameFor(identity)
-		if !validLabel(name) || name[0] < 'a' || name[0] > 'z' {
-			t.Fatalf("NameFor(%q) = %q is not a DNS-1035 label", identity, name)
-		}
-		if NameFor(identity) != name {
-			t.Fatalf("NameFor(%q) is not stable", identity)
-		}
-		if name == identity != (validLabel(identity) && identity[0] >= 'a' && identity[0] <= 'z') {
-			t.Fatalf("NameFor(%q) = %q: identity mapping only for identities that are valid names", identity, name)
-		}
-	})
-}

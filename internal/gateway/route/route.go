@@ -5,8 +5,6 @@
 package route
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net"
 	"regexp"
@@ -101,39 +99,4 @@ func LabelFromHost(host, domain string) (string, error) {
 		return "", ErrInvalid
 	}
 	return label, nil
-}
-
-// NameFor derives the Userland name auto-provisioning gives an identity:
-// lower-case letters, digits and '-', starting with a letter, at most 63
-// characters. When that loses information (any change at all, including
-// case), a hash of the identity is appended, so two identities never share
-// a name and the same identity always gets the same one.
-func NameFor(identity string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(identity) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			b.WriteRune(r)
-			dash = false
-		default:
-			if !dash && b.Len() > 0 {
-				b.WriteByte('-')
-				dash = true
-			}
-		}
-	}
-	name := strings.TrimRight(b.String(), "-")
-	if name == "" || name[0] < 'a' || name[0] > 'z' {
-		name = "u-" + name
-	}
-	if name == identity && len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(identity))
-	suffix := "-" + hex.EncodeToString(sum[:])[:10]
-	if len(name) > 63-len(suffix) {
-		name = strings.TrimRight(name[:63-len(suffix)], "-")
-	}
-	return name + suffix
 }

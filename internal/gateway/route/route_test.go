@@ -76,22 +76,3 @@ func TestLabelFromHost(t *testing.T) {
 		})
 	}
 }
-
-func TestNameFor(t *testing.T) {
-	cases := map[string]string{
-		"alice":                         "alice",
-		"Taro.Yamada@uni.example.ac.jp": "taro-yamada-uni-example-ac-jp-" + NameFor("Taro.Yamada@uni.example.ac.jp")[30:],
-		"42":                            "u-42-" + NameFor("42")[5:],
-	}
-	for identity, want := range cases {
-		if got := NameFor(identity); got != want {
-			t.Errorf("NameFor(%q) = %q, want %q", identity, got, want)
-		}
-	}
-	if NameFor("Alice") == NameFor("alice") {
-		t.Error("identities differing in case share a name")
-	}
-	if NameFor("a.b") == NameFor("a-b") {
-		t.Error("identities differing in punctuation share a name")
-	}
-}
