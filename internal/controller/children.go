@@ -144,7 +144,7 @@ func (r *UserlandReconciler) getCached(ctx context.Context, key types.Namespaced
 // owner (per reclaimPolicy) and a larger size are applied. A claim that
 // belongs to another user is never mounted.
 func (r *UserlandReconciler) reconcileVolumes(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	for _, v := range s.template.spec.Volumes {
+	for _, v := range s.template.Spec.Volumes {
 		desired := Claim(s.ul, v)
 		cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &corev1.PersistentVolumeClaim{})
 		if err != nil {
@@ -227,7 +227,7 @@ func equalClaims(a, b *corev1.PersistentVolumeClaim) bool {
 // either fixed or a whole list (ports), so a merge patch expresses it
 // exactly.
 func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desired := Service(s.ul, s.template.spec.HTTP.Port)
+	desired := Service(s.ul, s.template.Spec.HTTP.Port)
 	hash := hashOf(desired)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &corev1.Service{})
 	if err != nil {
@@ -287,7 +287,7 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 }
 
 func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desired := NetworkPolicy(s.ul, s.template.spec, r.GatewayNamespace, r.GatewaySelector)
+	desired := NetworkPolicy(s.ul, s.template.Spec, r.GatewayNamespace, r.GatewaySelector)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &networkingv1.NetworkPolicy{})
 	if err != nil {
 		return ctrl.Result{}, err
@@ -342,8 +342,8 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		} else {
 			in.StartedAt = s.now
 		}
-		if s.template.spec.Idle != nil {
-			in.Timeout = &s.template.spec.Idle.Timeout.Duration
+		if s.template.Spec.Idle != nil {
+			in.Timeout = &s.template.Spec.Idle.Timeout.Duration
 		}
 		d := DecideIdle(in)
 		s.running = d.Running
@@ -352,7 +352,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		case d.Stop:
 			next[AnnotationIdleStoppedAt] = s.now.UTC().Format(time.RFC3339)
 			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "IdleStopped", "Stop",
-				"stopped after %s without activity", s.template.spec.Idle.Timeout.Duration)
+				"stopped after %s without activity", s.template.Spec.Idle.Timeout.Duration)
 			r.Metrics.idleStop()
 		case !d.Running:
 			next[AnnotationIdleStoppedAt] = idleStoppedAt.UTC().Format(time.RFC3339)
@@ -371,7 +371,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		}
 	}
 
-	desiredPod := PodTemplate(s.ul, s.template.spec, r.Routes)
+	desiredPod := PodTemplate(s.ul, s.template.Spec, r.Routes)
 	pod, pending, requeue, err := r.choosePodTemplate(ctx, s, desiredPod, wasRunning, startedAt, lastActivity)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -417,7 +417,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	key := types.NamespacedName{Namespace: s.ul.Namespace, Name: s.ul.Name}
 	if !outdated {
 		if rolledOut(s.dep) {
-			r.inflight.done(s.template.key, key)
+			r.inflight.done(s.template.Key, key)
 		}
 		return desired, false, 0, nil
 	}
@@ -436,7 +436,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		lastActive = *lastActivity
 	}
 	in := RolloutInput{
-		Policy: s.template.spec.Rollout.Policy, Outdated: true,
+		Policy: s.template.Spec.Rollout.Policy, Outdated: true,
 		WasRunning: wasRunning, Running: s.running,
 		Now: s.now, LastActive: lastActive, IdleAfter: r.RolloutIdleAfter,
 	}
@@ -453,7 +453,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		return pod, true, d.RequeueAfter, nil
 	}
 	if d.Restart {
-		r.inflight.add(s.template.key, key, s.now)
+		r.inflight.add(s.template.Key, key, s.now)
 	}
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)
@@ -467,8 +467,8 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileState) (bool, error) {
 	var siblings v1alpha1.UserlandList
 	// Read-only: the cache's objects are not copied.
-	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: s.template.key}, client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing userlands of %s: %w", s.template.key, err)
+	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: s.template.Key}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
 	}
 	running, unavailable := 0, 0
 	counted := map[types.NamespacedName]bool{}
@@ -490,13 +490,13 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 			counted[client.ObjectKeyFromObject(sib)] = true
 		}
 	}
-	unavailable += r.inflight.count(s.template.key, s.now, counted)
-	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.spec.Rollout.MaxUnavailable, running, true)
+	unavailable += r.inflight.count(s.template.Key, s.now, counted)
+	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
 	if err != nil {
-		return false, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.key, err)
+		return false, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
 	}
 	maxUnavailable = max(maxUnavailable, 1)
-	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.key,
+	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.Key,
 		"running", running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
 	return unavailable < maxUnavailable, nil
 }

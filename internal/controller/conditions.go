@@ -22,7 +22,7 @@ func (r *UserlandReconciler) summarize(s *reconcileState, err error) {
 	}
 	if s.ul.Status.UpdatePending {
 		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRolloutDeferred,
-			fmt.Sprintf("a template change waits for the %s rollout policy", s.template.spec.Rollout.Policy))
+			fmt.Sprintf("a template change waits for the %s rollout policy", s.template.Spec.Rollout.Policy))
 	} else {
 		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonRolledOut, "the environment runs the current template")
 	}

@@ -21,7 +21,7 @@ func TestEnvironmentsByPhaseGatherOnceEachWithUnreconciledCountedAsPending(t *te
 		ul.Status.Phase = phase
 		return ul
 	}
-	reader := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(
+	reader := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(
 		withPhase("new", ""), withPhase("waiting", v1alpha1.PhasePending),
 		withPhase("a", v1alpha1.PhaseReady), withPhase("b", v1alpha1.PhaseReady),
 		withPhase("c", v1alpha1.PhaseFailed),

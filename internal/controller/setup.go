@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // CacheOptions restricts the manager's cache of children to the objects
@@ -145,7 +146,7 @@ func userlandOfLabelled(_ context.Context, obj client.Object) []reconcile.Reques
 
 func (r *UserlandReconciler) userlandsOfTemplate(kind v1alpha1.TemplateKind) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		return r.requestsFor(ctx, TemplateKey(kind, obj.GetNamespace(), obj.GetName()), false)
+		return r.requestsFor(ctx, templates.Key(kind, obj.GetNamespace(), obj.GetName()), false)
 	}
 }
 
@@ -178,5 +179,5 @@ func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Obj
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, &ul); err != nil {
 		return nil
 	}
-	return r.requestsFor(ctx, UserlandTemplateKey(&ul), true)
+	return r.requestsFor(ctx, templates.UserlandKey(&ul), true)
 }

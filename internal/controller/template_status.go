@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // templateStatusBatch is how long Userland changes gather before their
@@ -81,7 +82,7 @@ func (r *TemplateStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	var list v1alpha1.UserlandList
-	key := TemplateKey(r.Kind, req.Namespace, req.Name)
+	key := templates.Key(r.Kind, req.Namespace, req.Name)
 	// Read-only: the cache's objects are not copied.
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing userlands of %s: %w", key, err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // FieldOwner is the server-side apply field manager of every write the
@@ -72,7 +73,7 @@ type UserlandReconciler struct {
 // reconcileState is what the phases of one reconcile share.
 type reconcileState struct {
 	ul       *v1alpha1.Userland
-	template *resolvedTemplate
+	template *templates.Resolved
 	dep      *appsv1.Deployment // from the cache; never mutated
 	pods     []corev1.Pod
 	now      time.Time
@@ -172,7 +173,7 @@ func (r *UserlandReconciler) patchStatus(ctx context.Context, before, after *v1a
 // resolveTemplate finds the referenced template, or stops with
 // TemplateResolved=False until it appears (the template watch requeues).
 func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	t, err := resolve(ctx, r.Client, s.ul)
+	t, err := templates.Resolve(ctx, r.Client, s.ul)
 	if apierrors.IsNotFound(err) {
 		ref := s.ul.Spec.TemplateRef
 		r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
@@ -188,8 +189,8 @@ func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileSt
 	}
 	s.template = t
 	r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionTrue, v1alpha1.ReasonTemplateFound,
-		fmt.Sprintf("%s %q found", t.kind, t.name))
-	s.ul.Status.URL = r.Routes.URL(s.ul.Namespace, s.ul.Name, naming.Routing(t.spec.HTTP.Routing, r.Routes.Domain != ""))
+		fmt.Sprintf("%s %q found", t.Kind, t.Name))
+	s.ul.Status.URL = r.Routes.URL(s.ul.Namespace, s.ul.Name, naming.Routing(t.Spec.HTTP.Routing, r.Routes.Domain != ""))
 	return ctrl.Result{}, nil
 }
 

@@ -239,7 +239,7 @@ func (s *Stack) acquire() error {
 
 // cluster starts the simulated cluster, or connects to the given one.
 func (s *Stack) cluster(ctx context.Context) error {
-	scheme := controller.Scheme()
+	scheme := v1alpha1.NewScheme()
 	s.KubeconfigPath = filepath.Join(s.opts.StateDir, "kubeconfig")
 	if !s.Simulated {
 		cfg, err := clientcmd.BuildConfigFromFlags("", s.opts.Kubeconfig)

@@ -23,7 +23,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
@@ -140,7 +139,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		registry = opts.Registry
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:           controller.Scheme(),
+		Scheme:           v1alpha1.NewScheme(),
 		Metrics:          metricsserver.Options{BindAddress: opts.MetricsAddr},
 		PprofBindAddress: opts.PprofAddr,
 		// The gateway reconciles nothing; every replica serves.

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
@@ -32,6 +31,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/route"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // Server is the gateway's HTTP handler.
@@ -273,11 +273,11 @@ func (s *Server) lookup(ctx context.Context, id session.Identity, key types.Name
 	if ul == nil {
 		return nil, nil, false
 	}
-	spec, err := controller.TemplateSpecOf(ctx, s.Reader, ul)
+	t, err := templates.Resolve(ctx, s.Reader, ul)
 	if err != nil {
 		return nil, nil, false
 	}
-	return ul, spec, true
+	return ul, t.Spec, true
 }
 
 // waitReady wakes an idle environment and waits for it: a browser gets a

@@ -24,7 +24,6 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
-	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/roster"
 )
@@ -70,7 +69,7 @@ func (o *options) client() (client.Client, error) {
 	// client-go's default of 5 requests/s would make a 500-row roster
 	// take minutes; kubectl itself allows 50.
 	cfg.QPS, cfg.Burst = 50, 100
-	return client.New(cfg, client.Options{Scheme: controller.Scheme()})
+	return client.New(cfg, client.Options{Scheme: v1alpha1.NewScheme()})
 }
 
 // namespace is -n, else the kubeconfig context's namespace, else default.

@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -115,13 +114,7 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		}
 		e.ownDir = true
 	}
-	e.Scheme = runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
-		return nil, fmt.Errorf("building scheme: %w", err)
-	}
-	if err := userlandv1alpha1.AddToScheme(e.Scheme); err != nil {
-		return nil, fmt.Errorf("building scheme: %w", err)
-	}
+	e.Scheme = userlandv1alpha1.NewScheme()
 
 	if err := e.startAPI(bins); err != nil {
 		return nil, errors.Join(err, e.Stop())

@@ -1,0 +1,67 @@
+// Package templates holds the rule that says which template a Userland
+// runs: a Template in its own namespace or a ClusterTemplate, by
+// reference. The controller and the gateway both resolve through it, so a
+// reference means the same thing to both.
+package templates
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// Key identifies a template across both kinds: "Template/<ns>/<name>" or
+// "ClusterTemplate/<name>".
+func Key(kind v1alpha1.TemplateKind, namespace, name string) string {
+	if kind == v1alpha1.TemplateKindClusterTemplate {
+		return string(kind) + "/" + name
+	}
+	return string(v1alpha1.TemplateKindTemplate) + "/" + namespace + "/" + name
+}
+
+// UserlandKey is the Key of the template a Userland refers to.
+func UserlandKey(ul *v1alpha1.Userland) string {
+	return Key(ul.Spec.TemplateRef.Kind, ul.Namespace, ul.Spec.TemplateRef.Name)
+}
+
+// Resolved is the template a Userland refers to, of either kind.
+type Resolved struct {
+	// Kind is Template or ClusterTemplate.
+	Kind v1alpha1.TemplateKind
+	// Name is the template's name.
+	Name string
+	// Key is its Key.
+	Key string
+	// Spec is the template's spec, read-only: it is the object the reader
+	// returned, not a further copy. From a cache with deep copies turned
+	// off (the gateway's, which resolves on every request) it is shared
+	// with the cache, so nobody may change it.
+	Spec *v1alpha1.TemplateSpec
+}
+
+// Resolve reads the template a Userland refers to from c (a cache). A
+// missing template is a NotFound error (apierrors.IsNotFound).
+func Resolve(ctx context.Context, c client.Reader, ul *v1alpha1.Userland) (*Resolved, error) {
+	ref := ul.Spec.TemplateRef
+	r := &Resolved{Kind: ref.Kind, Name: ref.Name, Key: UserlandKey(ul)}
+	switch ref.Kind {
+	case v1alpha1.TemplateKindClusterTemplate:
+		var ct v1alpha1.ClusterTemplate
+		if err := c.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
+			return nil, fmt.Errorf("getting clustertemplate %s: %w", ref.Name, err)
+		}
+		r.Spec = &ct.Spec.TemplateSpec
+	default:
+		r.Kind = v1alpha1.TemplateKindTemplate
+		var t v1alpha1.Template
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: ref.Name}, &t); err != nil {
+			return nil, fmt.Errorf("getting template %s/%s: %w", ul.Namespace, ref.Name, err)
+		}
+		r.Spec = &t.Spec
+	}
+	return r, nil
+}
