@@ -16,11 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/webhook"
 )
 
 func newControllerCommand() *cobra.Command {
 	opts := controller.Options{}
-	hooks := controller.WebhookOptions{}
+	hooks := webhook.Options{}
 	var (
 		disableWebhooks bool
 		certMode        string
@@ -110,7 +111,7 @@ func restConfig(path string) (*rest.Config, error) {
 }
 
 // webhookOptions completes the webhook options from the flags.
-func webhookOptions(hooks *controller.WebhookOptions, certMode, certSecret, service string, extraDNSNames []string) error {
+func webhookOptions(hooks *webhook.Options, certMode, certSecret, service string, extraDNSNames []string) error {
 	switch certMode {
 	case "self":
 		hooks.SelfSignedCerts = true

@@ -49,6 +49,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/webhook"
 )
 
 // Names dev mode creates.
@@ -450,7 +451,7 @@ func (s *Stack) run(ctx context.Context) error {
 		GatewayURL: s.URL, GatewaySelector: "app.kubernetes.io/name=userland-gateway",
 		GatewayNamespace: SystemNamespace, BaseDomain: EnvironmentDomain,
 		Registry: prometheus.NewRegistry(),
-		Webhooks: &controller.WebhookOptions{
+		Webhooks: &webhook.Options{
 			Host: "127.0.0.1", Port: webhookPort, CertDir: filepath.Join(s.opts.StateDir, "run", "webhook-certs"),
 			PodSecurityLevel: "baseline", SelfSignedCerts: true,
 			CertSecret: types.NamespacedName{Namespace: SystemNamespace, Name: "userland-webhook-cert"},

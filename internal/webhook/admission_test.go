@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,12 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/webhook"
 )
 
 var env *testenv.Environment
@@ -109,21 +110,25 @@ func runController() error {
 	if err != nil {
 		return err
 	}
-	mgr, err := controller.NewManager(restCfg, controller.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Workers: 2,
-		GatewaySelector: "app.kubernetes.io/name=userland-gateway", GatewayNamespace: "userland-system",
-		Registry: prometheus.NewRegistry(),
-		Webhooks: &controller.WebhookOptions{
-			Host: "127.0.0.1", Port: port, CertDir: filepath.Join(env.Dir, "webhook-certs"),
-			PodSecurityLevel: "baseline", SelfSignedCerts: true,
-			CertSecret: types.NamespacedName{Namespace: controllerNamespace, Name: "userland-webhook-cert"},
-			ConfigName: configName,
-			DNSNames:   []string{"userland-webhook-service.userland-system.svc", "localhost"},
-			// No kubelet mounts the Secret here.
-			WriteCertsToDir: true,
-		},
+	opts := &webhook.Options{
+		Host: "127.0.0.1", Port: port, CertDir: filepath.Join(env.Dir, "webhook-certs"),
+		PodSecurityLevel: "baseline", SelfSignedCerts: true,
+		CertSecret: types.NamespacedName{Namespace: controllerNamespace, Name: "userland-webhook-cert"},
+		ConfigName: configName,
+		DNSNames:   []string{"userland-webhook-service.userland-system.svc", "localhost"},
+		// No kubelet mounts the Secret here.
+		WriteCertsToDir: true,
+	}
+	// A plain manager with only the webhooks: what is served here is the
+	// webhook package's, under the controller's RBAC role.
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme: v1alpha1.NewScheme(), WebhookServer: webhook.NewServer(opts),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 	})
 	if err != nil {
+		return err
+	}
+	if err := webhook.Serve(mgr, opts, "userland-controller"); err != nil {
 		return err
 	}
 	go func() {
