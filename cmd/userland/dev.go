@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/userland-dev/userland/internal/devenv"
+	"github.com/userland-dev/userland/internal/simcluster"
 )
 
 func newDevCommand() *cobra.Command {
@@ -82,6 +83,7 @@ environments' Services by their cluster DNS names.`,
 	f.BoolVar(&opts.Reset, "reset", false, "wipe --state-dir first")
 	f.StringVar(&opts.Listen, "listen", "127.0.0.1:8000", "address of the dashboard and gateway")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run against this existing cluster instead of a simulated one")
+	f.StringVar(&opts.ControlPlaneDir, "control-plane-dir", "", "the simulated cluster's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok); default $"+simcluster.BinariesEnvVar+", then "+simcluster.DefaultCacheDir()+", then built by `make control-plane` when run in a Userland checkout")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print the controller's and gateway's logs")
 	return cmd
 }

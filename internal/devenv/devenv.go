@@ -48,7 +48,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/naming"
-	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/webhook"
 )
 
@@ -105,6 +105,9 @@ type Options struct {
 	Listen string
 	// Kubeconfig targets an existing cluster instead of the simulated one.
 	Kubeconfig string
+	// ControlPlaneDir holds the simulated cluster's binaries; empty: found
+	// as simcluster.FindBinaries does (built when run in a checkout).
+	ControlPlaneDir string
 	// Log receives progress lines (os.Stderr when nil).
 	Log io.Writer
 }
@@ -124,7 +127,7 @@ type Stack struct {
 
 	opts   Options
 	lock   *os.File
-	env    *testenv.Environment
+	env    *simcluster.Cluster
 	apps   *DemoApps
 	cancel context.CancelFunc
 	// running counts the managers; exited closes when the first stops.
@@ -260,10 +263,15 @@ func (s *Stack) cluster(ctx context.Context) error {
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", runDir, err)
 	}
+	cwd, _ := os.Getwd()
+	bins, err := simcluster.FindBinaries(simcluster.Full, s.opts.ControlPlaneDir, simcluster.FindCheckout(cwd))
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	s.logf("starting the simulated cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) …")
-	env, err := testenv.Start(ctx, testenv.Options{
-		Mode: testenv.Full, Dir: runDir, StateDir: s.opts.StateDir, CRDDirectoryPaths: []string{crdDir},
+	env, err := simcluster.Start(ctx, simcluster.Options{
+		Mode: simcluster.Full, BinariesDir: bins, Dir: runDir, StateDir: s.opts.StateDir, CRDDirectoryPaths: []string{crdDir},
 	})
 	if err != nil {
 		return fmt.Errorf("starting the simulated cluster: %w", err)

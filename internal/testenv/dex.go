@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/userland-dev/userland/internal/simcluster"
 )
 
 // DexUser is a static password user of the test OpenID provider.
@@ -25,14 +27,14 @@ type Dex struct {
 	Issuer string
 	// ClientID and ClientSecret are the gateway's client.
 	ClientID, ClientSecret string
-	proc                   *process
+	proc                   *simcluster.Process
 }
 
 // StartDex runs Dex (built by hack/build-control-plane.sh) with in-memory
 // storage, the given password users and one client allowed to redirect to
 // redirectURL.
 func StartDex(dir, redirectURL string, users []DexUser) (*Dex, error) {
-	bins, err := BinariesDir(APIOnly)
+	bins, err := simcluster.FindBinaries(APIOnly, "", RepoRoot())
 	if err != nil {
 		return nil, err
 	}
@@ -64,11 +66,11 @@ func StartDex(dir, redirectURL string, users []DexUser) (*Dex, error) {
 	if err := os.WriteFile(config, []byte(b.String()), 0o600); err != nil {
 		return nil, err
 	}
-	if d.proc, err = startProcess(dir, "dex", bin, "serve", config); err != nil {
+	if d.proc, err = simcluster.StartProcess(dir, "dex", bin, "serve", config); err != nil {
 		return nil, err
 	}
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		if err := d.proc.exited(); err != nil {
+		if err := d.proc.Exited(); err != nil {
 			return false, err
 		}
 		resp, err := http.Get(d.Issuer + "/.well-known/openid-configuration")
@@ -86,4 +88,4 @@ func StartDex(dir, redirectURL string, users []DexUser) (*Dex, error) {
 }
 
 // Stop ends Dex.
-func (d *Dex) Stop() error { return d.proc.stop(5 * time.Second) }
+func (d *Dex) Stop() error { return d.proc.Stop(5 * time.Second) }

@@ -83,14 +83,6 @@ func Run(m *testing.M, opts Options, env **Environment) int {
 	return code
 }
 
-// String names the mode in logs.
-func (m Mode) String() string {
-	if m == Full {
-		return "full"
-	}
-	return "API only"
-}
-
 var unsafeNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // Namespace creates a namespace for one test, named after it with a random

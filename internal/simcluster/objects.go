@@ -1,4 +1,4 @@
-package testenv
+package simcluster
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
 
 // CreateFromFile creates every object in a multi-document YAML file;
 // objects that already exist are left as they are.
-func (e *Environment) CreateFromFile(ctx context.Context, path string) error {
+func (c *Cluster) CreateFromFile(ctx context.Context, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
@@ -30,7 +29,7 @@ func (e *Environment) CreateFromFile(ctx context.Context, path string) error {
 		if len(obj.Object) == 0 {
 			continue
 		}
-		if err := e.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s %s from %s: %w", obj.GetKind(), obj.GetName(), path, err)
 		}
 	}
@@ -40,38 +39,37 @@ func (e *Environment) CreateFromFile(ctx context.Context, path string) error {
 // ConfigBoundTo returns a client configuration for user, who is granted
 // exactly the ClusterRole clusterRole (cluster-wide) and nothing else. Used
 // to prove a component works with the RBAC it ships.
-func (e *Environment) ConfigBoundTo(ctx context.Context, user, clusterRole string) (*rest.Config, error) {
+func (c *Cluster) ConfigBoundTo(ctx context.Context, user, clusterRole string) (*rest.Config, error) {
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + clusterRole},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}
-	if err := e.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Client.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("binding %s to %s: %w", user, clusterRole, err)
 	}
-	return e.ConfigFor(user), nil
+	return c.ConfigFor(user), nil
 }
 
 // CertConfigBoundTo is ConfigBoundTo for a user who signs in with a client
 // certificate of their own rather than by impersonation. Impersonation makes
 // the API server authorise every request twice; benchmarks that compare
 // API-server load use this so the component pays what a deployed one does.
-func (e *Environment) CertConfigBoundTo(ctx context.Context, user, clusterRole string) (*rest.Config, error) {
-	if _, err := e.ConfigBoundTo(ctx, user, clusterRole); err != nil {
+func (c *Cluster) CertConfigBoundTo(ctx context.Context, user, clusterRole string) (*rest.Config, error) {
+	if _, err := c.ConfigBoundTo(ctx, user, clusterRole); err != nil {
 		return nil, err
 	}
-	authn, err := e.envtest.AddUser(envtest.User{Name: user}, nil)
+	cfg, err := c.userConfig(user)
 	if err != nil {
 		return nil, fmt.Errorf("creating a client certificate for %s: %w", user, err)
 	}
-	cfg := rest.CopyConfig(authn.Config())
-	cfg.QPS, cfg.Burst = e.Config.QPS, e.Config.Burst
+	cfg.QPS, cfg.Burst = c.Config.QPS, c.Config.Burst
 	return cfg, nil
 }
 
 // ConfigFor returns a client configuration that impersonates user.
-func (e *Environment) ConfigFor(user string, groups ...string) *rest.Config {
-	cfg := rest.CopyConfig(e.Config)
+func (c *Cluster) ConfigFor(user string, groups ...string) *rest.Config {
+	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	return cfg
 }

@@ -1,4 +1,4 @@
-package testenv
+package simcluster
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 
 // startFull adds kube-controller-manager, kube-scheduler and kwok to a
 // running API server, then creates the simulated nodes.
-func (e *Environment) startFull(ctx context.Context, bins string) error {
-	kcm, err := startProcess(e.Dir, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
-		"--kubeconfig="+e.KubeconfigPath,
+func (c *Cluster) startFull(ctx context.Context, bins string) error {
+	kcm, err := StartProcess(c.Dir, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
+		"--kubeconfig="+c.KubeconfigPath,
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
@@ -39,9 +39,9 @@ func (e *Environment) startFull(ctx context.Context, bins string) error {
 	if err != nil {
 		return err
 	}
-	e.processes = append(e.processes, kcm)
+	c.processes = append(c.processes, kcm)
 
-	schedulerConfig := filepath.Join(e.Dir, "kube-scheduler.yaml")
+	schedulerConfig := filepath.Join(c.Dir, "kube-scheduler.yaml")
 	if err := os.WriteFile(schedulerConfig, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -50,22 +50,22 @@ clientConnection:
   burst: 2000
 leaderElection:
   leaderElect: false
-`, e.KubeconfigPath)), 0o600); err != nil {
+`, c.KubeconfigPath)), 0o600); err != nil {
 		return fmt.Errorf("writing scheduler config: %w", err)
 	}
-	scheduler, err := startProcess(e.Dir, "kube-scheduler", filepath.Join(bins, "kube-scheduler"),
+	scheduler, err := StartProcess(c.Dir, "kube-scheduler", filepath.Join(bins, "kube-scheduler"),
 		"--config="+schedulerConfig, "--secure-port=0", "--v=1")
 	if err != nil {
 		return err
 	}
-	e.processes = append(e.processes, scheduler)
+	c.processes = append(c.processes, scheduler)
 
-	stagesPath, err := e.writeKwokStages(bins)
+	stagesPath, err := c.writeKwokStages(bins)
 	if err != nil {
 		return err
 	}
-	kwok, err := startProcess(e.Dir, "kwok", filepath.Join(bins, "kwok"),
-		"--kubeconfig="+e.KubeconfigPath,
+	kwok, err := StartProcess(c.Dir, "kwok", filepath.Join(bins, "kwok"),
+		"--kubeconfig="+c.KubeconfigPath,
 		"--config="+stagesPath,
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
 		"--node-lease-duration-seconds=40",
@@ -75,13 +75,13 @@ leaderElection:
 	if err != nil {
 		return err
 	}
-	e.processes = append(e.processes, kwok)
+	c.processes = append(c.processes, kwok)
 
 	// The serviceaccount controller creating "default" shows the
 	// controller-manager is up and syncing.
-	if err := e.waitFor(ctx, "kube-controller-manager", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	if err := c.waitFor(ctx, "kube-controller-manager", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		var sa corev1.ServiceAccount
-		err := e.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &sa)
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &sa)
 		return err == nil, client.IgnoreNotFound(err)
 	}); err != nil {
 		return err
@@ -90,21 +90,21 @@ leaderElection:
 	// kwok's default StorageClass provisions and binds claims, as a CSI
 	// driver would. It must exist before claims are created so the
 	// DefaultStorageClass admission plugin assigns it.
-	if err := e.CreateFromFile(ctx, filepath.Join(bins, "kwok-storage-class.yaml")); err != nil {
+	if err := c.CreateFromFile(ctx, filepath.Join(bins, "kwok-storage-class.yaml")); err != nil {
 		return err
 	}
 
-	for i := range e.opts.Nodes {
+	for i := range c.opts.Nodes {
 		node := nodeObject(fmt.Sprintf("kwok-node-%d", i))
-		if err := e.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
 	}
 	// Nodes start with the not-ready taint; the node-lifecycle controller
 	// removes it once kwok reports them Ready. Only then can pods schedule.
-	return e.waitFor(ctx, "kwok nodes to become Ready and untainted", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	return c.waitFor(ctx, "kwok nodes to become Ready and untainted", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		var nodes corev1.NodeList
-		if err := e.Client.List(ctx, &nodes); err != nil {
+		if err := c.Client.List(ctx, &nodes); err != nil {
 			return false, err
 		}
 		ready := 0
@@ -113,7 +113,7 @@ leaderElection:
 				ready++
 			}
 		}
-		return ready >= e.opts.Nodes, nil
+		return ready >= c.opts.Nodes, nil
 	})
 }
 
@@ -128,7 +128,7 @@ func nodeReady(n *corev1.Node) bool {
 
 // writeKwokStages writes the stages kwok runs with: the ones kwok ships
 // (printed by our kwok build) followed by opts.ExtraStages.
-func (e *Environment) writeKwokStages(bins string) (string, error) {
+func (c *Cluster) writeKwokStages(bins string) (string, error) {
 	out, err := exec.Command(filepath.Join(bins, "kwok"), "userland-stages").Output()
 	if err != nil {
 		return "", fmt.Errorf("reading kwok's default stages: %w", err)
@@ -137,8 +137,8 @@ func (e *Environment) writeKwokStages(bins string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading kwok's volume stages (run make control-plane): %w", err)
 	}
-	docs := append([]string{string(out), strings.TrimSuffix(strings.TrimSpace(string(volumes)), "---")}, e.opts.ExtraStages...)
-	path := filepath.Join(e.Dir, "kwok-stages.yaml")
+	docs := append([]string{string(out), strings.TrimSuffix(strings.TrimSpace(string(volumes)), "---")}, c.opts.ExtraStages...)
+	path := filepath.Join(c.Dir, "kwok-stages.yaml")
 	if err := os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")), 0o600); err != nil {
 		return "", fmt.Errorf("writing kwok stages: %w", err)
 	}

@@ -1,4 +1,4 @@
-package testenv
+package simcluster
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// process is one control-plane program the harness started itself (envtest
-// starts etcd and kube-apiserver).
-type process struct {
+// Process is one program the cluster (or a test) started, logging to a file
+// of its own.
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -21,9 +21,9 @@ type process struct {
 	err     error
 }
 
-// startProcess starts bin with args, logging to <dir>/<name>.log. The child
+// StartProcess starts bin with args, logging to <dir>/<name>.log. The child
 // gets parentwatch's variable so it exits if this process dies abruptly.
-func startProcess(dir, name, bin string, args ...string) (*process, error) {
+func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -31,7 +31,7 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), exitWithParentEnv+"=1")
+	cmd.Env = append(os.Environ(), ExitWithParentEnv+"=1")
 	// A process group of its own keeps terminal Ctrl-C from racing the
 	// harness's orderly shutdown.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -39,7 +39,7 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		_ = logFile.Close()
@@ -48,8 +48,8 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 	return p, nil
 }
 
-// exited reports whether the process has ended, with its log tail.
-func (p *process) exited() error {
+// Exited reports whether the process has ended, with its log tail.
+func (p *Process) Exited() error {
 	select {
 	case <-p.done:
 		return fmt.Errorf("%s exited (%w); last log lines:\n%s", p.name, p.err, p.logTail(20))
@@ -58,8 +58,8 @@ func (p *process) exited() error {
 	}
 }
 
-// stop sends SIGTERM, then SIGKILL after the grace period.
-func (p *process) stop(grace time.Duration) error {
+// Stop sends SIGTERM, then SIGKILL after the grace period.
+func (p *Process) Stop(grace time.Duration) error {
 	select {
 	case <-p.done:
 		return nil
@@ -78,7 +78,7 @@ func (p *process) stop(grace time.Duration) error {
 	return nil
 }
 
-func (p *process) logTail(n int) string {
+func (p *Process) logTail(n int) string {
 	data, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return err.Error()
