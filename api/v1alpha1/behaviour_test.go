@@ -25,6 +25,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 // samples reads every object in config/samples.
@@ -104,16 +105,7 @@ func TestSamplesAreAcceptedAndReadBackWithDefaults(t *testing.T) {
 
 func TestDefaultsAreFilledOnAMinimalTemplate(t *testing.T) {
 	ctx := context.Background()
-	tmpl := &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace(t), Name: "minimal"},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "app", Image: "example.org/app:1", Ports: []corev1.ContainerPort{{ContainerPort: 80}},
-			}}}},
-			HTTP:    v1alpha1.HTTPSpec{Port: 80, StripPrefix: ptr.To(false)},
-			Volumes: []v1alpha1.VolumeSpec{{Name: "home", MountPath: "/home"}},
-		},
-	}
+	tmpl := testobj.MakeTemplate(env.Namespace(t), "minimal").Port(80).StripPrefix(false).Volume("home", "/home").Obj()
 	if err := env.Client.Create(ctx, tmpl); err != nil {
 		t.Fatalf("create: %v", err)
 	}

@@ -9,17 +9,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/simcluster"
 )
 
 func newDevCommand() *cobra.Command {
-	opts := devenv.Options{}
+	opts := devenv.Options{NewController: newDevController}
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -86,4 +89,13 @@ environments' Services by their cluster DNS names.`,
 	f.StringVar(&opts.ControlPlaneDir, "control-plane-dir", "", "the simulated cluster's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok); default $"+simcluster.BinariesEnvVar+", then "+simcluster.DefaultCacheDir()+", then built by `make control-plane` when run in a Userland checkout")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print the controller's and gateway's logs")
 	return cmd
+}
+
+// newDevController is the controller `userland dev` runs in-process.
+func newDevController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
+	return controller.NewManager(cfg, controller.Options{
+		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
+		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
+		BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
+	})
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/userland-dev/userland/internal/echo"
 )
 
 // raiseFileLimit lifts the soft descriptor limit to the hard one (20,000
@@ -31,31 +33,10 @@ func raiseFileLimit() {
 	}
 }
 
-// serveUpstream is the environment the proxies forward to: small and
-// 1 MiB responses, and a WebSocket echo that stays open.
+// serveUpstream is the environment the proxies forward to: the echo app
+// (64-byte and 1 MiB answers, and a WebSocket echo that stays open).
 func serveUpstream() error {
-	small := []byte(strings.Repeat("x", 64))
-	big := []byte(strings.Repeat("y", 1<<20))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/small", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(small) })
-	mux.HandleFunc("/big", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(big) })
-	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer func() { _ = c.CloseNow() }()
-		for {
-			kind, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if err := c.Write(r.Context(), kind, msg); err != nil {
-				return
-			}
-		}
-	})
-	return listenAndAnnounce(mux)
+	return listenAndAnnounce(echo.Handler())
 }
 
 // serveBareProxy is the ceiling for any proxy here: httputil.ReverseProxy
@@ -259,6 +240,9 @@ func holdWebSockets(ctx context.Context, proxyURL, cookie string, pid, n int, ho
 		wg.Go(func() {
 			dialCtx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 			c, _, err := websocket.Dial(dialCtx, proxyURL, &websocket.DialOptions{HTTPHeader: header, HTTPClient: newLoadClient(1)})
+			if err == nil {
+				_, _, err = c.Read(dialCtx) // the echo app's greeting
+			}
 			dcancel()
 			<-sem
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -233,7 +234,7 @@ func newBenchGateway(ctx context.Context, env *testenv.Environment, dir, bin, up
 	if err := kubeconfigFor(cfg, kubeconfig); err != nil {
 		return nil, err
 	}
-	pprofPort, err := freePort()
+	pprofPort, err := simcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -241,13 +242,16 @@ func newBenchGateway(ctx context.Context, env *testenv.Environment, dir, bin, up
 		"--kubeconfig", kubeconfig, "--metrics-bind-address=0",
 		"--auth-mode=static", "--static-users-file", users, "--session-keys-file", keys, "--insecure-cookies",
 		"--static-upstream", upAddr, "--activity-interval=1m",
+		// One user holds every WebSocket the benchmark opens; the per-user
+		// cap (64 by default) would refuse all but the first.
+		"--max-websockets-per-user=0",
 	}}, nil
 }
 
 // start runs a gateway on a free port, its main host and environment
 // domain on that port, and waits until it is ready.
 func (g *benchGatewayProcess) start() (*process, string, error) {
-	port, err := freePort()
+	port, err := simcluster.FreePort()
 	if err != nil {
 		return nil, "", err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -174,7 +175,7 @@ func run(o options) error {
 	if err := kubeconfigFor(ctrlCfg, ctrlKubeconfig); err != nil {
 		return err
 	}
-	pprofPort, err := freePort()
+	pprofPort, err := simcluster.FreePort()
 	if err != nil {
 		return err
 	}

@@ -11,15 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 // parallelism is how many creates are in flight, for both sides.
@@ -74,10 +73,6 @@ func deleteNamespace(ctx context.Context, c client.Client, name string) (time.Du
 	return time.Since(start), nil
 }
 
-func container(image string) corev1.Container {
-	return corev1.Container{Name: "app", Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}
-}
-
 // baseline creates n Deployments and Services directly and waits until
 // every Deployment is Available: what the cluster alone can do here.
 func baseline(ctx context.Context, c client.Client, n int) (time.Duration, error) {
@@ -111,25 +106,13 @@ func baseline(ctx context.Context, c client.Client, n int) (time.Duration, error
 	return time.Since(start), err
 }
 
+// benchTemplate is the template every benchmark environment runs.
 func benchTemplate(ns string) *v1alpha1.Template {
-	return &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{container("example.org/app:1")}}},
-			HTTP:        v1alpha1.HTTPSpec{Port: 8080},
-			Rollout: v1alpha1.RolloutSpec{
-				Policy:         v1alpha1.RolloutImmediate,
-				MaxUnavailable: ptr.To(intstr.FromString("25%")),
-			},
-		},
-	}
+	return testobj.MakeTemplate(ns, "app").Rollout(v1alpha1.RolloutImmediate, "25%").Obj()
 }
 
 func benchUserland(ns string, i int) *v1alpha1.Userland {
-	return &v1alpha1.Userland{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("u-%d", i)},
-		Spec:       v1alpha1.UserlandSpec{User: fmt.Sprintf("student%d@uni.example.ac.jp", i), TemplateRef: v1alpha1.TemplateReference{Name: "app"}},
-	}
+	return testobj.MakeUserland(ns, fmt.Sprintf("u-%d", i), fmt.Sprintf("student%d@uni.example.ac.jp", i), "app").Obj()
 }
 
 // provision creates n Userlands and waits until every one is Ready.

@@ -2,21 +2,11 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
 	"time"
 )
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func verdict(ok bool) string {
 	if ok {

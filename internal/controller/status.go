@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
@@ -101,4 +103,29 @@ func podFailure(pod *corev1.Pod) (Health, bool) {
 		return Health{Phase: v1alpha1.PhaseFailed, Reason: cs.State.Waiting.Reason, Message: msg}, true
 	}
 	return Health{}, false
+}
+
+// reconcileStatus observes the phase; Ready is computed from it after
+// the phases (summarize).
+func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileState) (ctrl.Result, error) {
+	before := s.ul.Status.Phase
+	if !s.running {
+		s.ul.Status.Phase = v1alpha1.PhaseStopped
+		s.ul.Status.StoppedReason = s.stopReason
+		return ctrl.Result{}, nil
+	}
+	s.ul.Status.StoppedReason = ""
+	s.health = ObserveHealth(s.dep, s.pods)
+	s.ul.Status.Phase = s.health.Phase
+	if before != s.health.Phase {
+		switch s.health.Phase {
+		case v1alpha1.PhaseReady:
+			if startedAt := parseTime(s.dep.Annotations[AnnotationStartedAt]); startedAt != nil {
+				r.Metrics.observeStart(s.now.Sub(*startedAt))
+			}
+		case v1alpha1.PhaseFailed:
+			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeWarning, s.health.Reason, "Start", s.health.Message)
+		}
+	}
+	return ctrl.Result{}, nil
 }

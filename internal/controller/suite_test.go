@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -21,6 +20,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 var env *testenv.Environment
@@ -177,25 +177,14 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	}
 }
 
-// template builds a Template with one web container and a home volume.
+// template is the controller tests' template: a web container with a home
+// volume.
 func template(ns, name, image string) *v1alpha1.Template {
-	return &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "web", Image: image, Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			}}}},
-			HTTP:    v1alpha1.HTTPSpec{Port: 8080},
-			Volumes: []v1alpha1.VolumeSpec{{Name: "home", MountPath: "/home/user"}},
-		},
-	}
+	return testobj.MakeTemplate(ns, name).Container("web").Image(image).Volume("home", "/home/user").Obj()
 }
 
 func userland(ns, name, user, tmpl string) *v1alpha1.Userland {
-	return &v1alpha1.Userland{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1alpha1.UserlandSpec{User: user, TemplateRef: v1alpha1.TemplateReference{Name: tmpl}},
-	}
+	return testobj.MakeUserland(ns, name, user, tmpl).Obj()
 }
 
 func create(t *testing.T, objs ...client.Object) {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -229,53 +227,4 @@ func (r *UserlandReconciler) setCondition(s *reconcileState, typ string, status 
 		ObservedGeneration: s.ul.Generation,
 		LastTransitionTime: metav1.NewTime(s.now),
 	})
-}
-
-// rolloutTracker remembers Immediate restarts this process started and whose
-// Deployment may not show in the cache yet, so concurrent reconciles never
-// exceed maxUnavailable.
-type rolloutTracker struct {
-	// decide serialises Immediate budget decisions, so two workers cannot
-	// both take the last free slot.
-	decide   sync.Mutex
-	mu       sync.Mutex
-	restarts map[string]map[types.NamespacedName]time.Time
-}
-
-// inflightExpiry bounds how long a restart counts against the budget if its
-// environment never becomes ready (it then counts through the cache).
-const inflightExpiry = 10 * time.Minute
-
-func (t *rolloutTracker) count(template string, now time.Time, exclude map[types.NamespacedName]bool) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for name, at := range t.restarts[template] {
-		if now.Sub(at) > inflightExpiry {
-			delete(t.restarts[template], name)
-			continue
-		}
-		if !exclude[name] {
-			n++
-		}
-	}
-	return n
-}
-
-func (t *rolloutTracker) add(template string, name types.NamespacedName, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.restarts == nil {
-		t.restarts = map[string]map[types.NamespacedName]time.Time{}
-	}
-	if t.restarts[template] == nil {
-		t.restarts[template] = map[types.NamespacedName]time.Time{}
-	}
-	t.restarts[template][name] = now
-}
-
-func (t *rolloutTracker) done(template string, name types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.restarts[template], name)
 }

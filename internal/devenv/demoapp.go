@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/userland-dev/userland/internal/echo"
 )
 
 // DemoApps stands in for environments' pods, which the simulated cluster
@@ -130,22 +130,7 @@ table { border-collapse: collapse; } td, th { text-align: left; padding: .2rem .
 // demoHandler is one environment's demo app.
 func demoHandler(namespace, name string) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer func() { _ = c.CloseNow() }()
-		for {
-			kind, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if err := c.Write(r.Context(), kind, append([]byte("echo: "), msg...)); err != nil {
-				return
-			}
-		}
-	})
+	mux.HandleFunc("/ws", echo.WebSocket)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		type header struct{ Name, Value string }
 		var headers []header

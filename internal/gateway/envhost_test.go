@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/echo"
 	"github.com/userland-dev/userland/internal/gateway"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
@@ -102,14 +103,14 @@ func TestEnvironmentHostsSignInThroughTheHandoff(t *testing.T) {
 		t.Fatalf("after sign-in: %s at %s, want 200 at alice's /lab?x=1", resp.Status, resp.Request.URL)
 	}
 	resp, body := get(t, c, h.envURL("alice")+"/lab", map[string]string{"X-Forwarded-Preferred-Username": "bob", "X-Auth-Request-User": "bob", "Remote-User": "bob"})
-	var seen map[string]string
+	var seen echo.Reply
 	_ = json.Unmarshal([]byte(body), &seen)
-	if resp.StatusCode != http.StatusOK || seen["user"] != "alice" {
+	if resp.StatusCode != http.StatusOK || seen.User != "alice" {
 		t.Fatalf("alice's environment: %s %s", resp.Status, body)
 	}
 	for _, name := range session.CookieNames() {
-		if strings.Contains(seen["cookie"], name+"=") {
-			t.Errorf("the environment received the gateway's cookie %s: %q", name, seen["cookie"])
+		if strings.Contains(seen.Cookie, name+"=") {
+			t.Errorf("the environment received the gateway's cookie %s: %q", name, seen.Cookie)
 		}
 	}
 	// The main host's session and the environment's cookie are separate,

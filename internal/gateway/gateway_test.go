@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -21,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	testingclock "k8s.io/utils/clock/testing"
@@ -30,16 +31,14 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/echo"
 	"github.com/userland-dev/userland/internal/gateway"
-	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
-	"github.com/userland-dev/userland/internal/gateway/authz"
-	"github.com/userland-dev/userland/internal/gateway/dashboard"
-	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 var (
@@ -75,30 +74,10 @@ func startController(t *testing.T) {
 // upstreamSecrets requests for its /secret path.
 var upstreamPosts, upstreamSecrets atomic.Int32
 
-// upstream is a real app answering for every environment.
+// upstream is the echo app answering for every environment, counting
+// what reached it, with a hostile page added.
 func upstream(t *testing.T) *httptest.Server {
 	mux := http.NewServeMux()
-	// A WebSocket held open until the client closes it.
-	mux.HandleFunc("/ws-hold", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer func() { _ = c.CloseNow() }()
-		for {
-			if _, _, err := c.Read(r.Context()); err != nil {
-				return
-			}
-		}
-	})
-	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer func() { _ = c.CloseNow() }()
-		_ = c.Write(r.Context(), websocket.MessageText, []byte("hello "+r.Header.Get(proxy.HeaderUser)))
-	})
 	// A hostile app's response: it tries to plant the gateway's session,
 	// toss a cookie to sibling environments and widen a service worker.
 	mux.HandleFunc("/hostile", func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +86,7 @@ func upstream(t *testing.T) *httptest.Server {
 		w.Header().Set("Service-Worker-Allowed", "/")
 		_, _ = w.Write([]byte("hostile"))
 	})
+	app := echo.Handler()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			upstreamPosts.Add(1)
@@ -114,7 +94,7 @@ func upstream(t *testing.T) *httptest.Server {
 		if r.URL.Path == "/secret" {
 			upstreamSecrets.Add(1)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"user": r.Header.Get(proxy.HeaderUser), "path": r.URL.EscapedPath(), "cookie": r.Header.Get("Cookie")})
+		app.ServeHTTP(w, r)
 	})
 	s := httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -169,22 +149,9 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	tmpl := &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "web", Image: "example.org/web:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			}}}},
-			HTTP: v1alpha1.HTTPSpec{Port: 8080},
-			Idle: &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}},
-		},
-	}
-	objs := []client.Object{tmpl}
+	objs := []client.Object{testobj.MakeTemplate(ns, "web").Container("web").Idle(5 * time.Minute).Obj()}
 	for _, u := range []string{"alice", "bob"} {
-		objs = append(objs, &v1alpha1.Userland{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: u},
-			Spec:       v1alpha1.UserlandSpec{User: u, TemplateRef: v1alpha1.TemplateReference{Name: "web"}},
-		})
+		objs = append(objs, testobj.MakeUserland(ns, u, u, "web").Obj())
 	}
 	for _, o := range objs {
 		if err := env.Client.Create(ctx, o); err != nil {
@@ -224,36 +191,37 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	}
 	c.WaitForCacheSync(ctx)
 
-	users, err := auth.NewStaticUsers([]auth.StaticUser{
-		{Name: "alice", PasswordHash: hashPW(t, "alice-pw")},
-		{Name: "bob", PasswordHash: hashPW(t, "bob-pw")},
-		{Name: "root", Groups: []string{"admins"}, PasswordHash: hashPW(t, "root-pw")},
-		{Name: "carol", Email: "carol@uni.example.ac.jp", PasswordHash: hashPW(t, "carol-pw")},
-	})
-	if err != nil {
+	// The gateway is built as the manager builds it, from options and files.
+	dir := t.TempDir()
+	usersFile := filepath.Join(dir, "users.yaml")
+	users := ""
+	for _, u := range []struct{ name, email, group string }{{"alice", "", ""}, {"bob", "", ""}, {"root", "", "admins"}, {"carol", "carol@uni.example.ac.jp", ""}} {
+		users += fmt.Sprintf("  - name: %s\n    passwordHash: %q\n", u.name, hashPW(t, u.name+"-pw"))
+		if u.email != "" {
+			users += fmt.Sprintf("    email: %s\n", u.email)
+		}
+		if u.group != "" {
+			users += fmt.Sprintf("    groups: [%s]\n", u.group)
+		}
+	}
+	if err := os.WriteFile(usersFile, []byte("users:\n"+users), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	key := session.Key{Hash: []byte(strings.Repeat("h", 32)), Block: []byte(strings.Repeat("b", 32))}
-	store, err := session.NewStore([]session.Key{key}, time.Hour, false, nil)
-	if err != nil {
+	keysFile := filepath.Join(dir, "session.keys")
+	key := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("h", 32) + strings.Repeat("b", 32)))
+	if err := os.WriteFile(keysFile, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	up := upstream(t)
-	srv := &gateway.Server{
-		Reader: c, Sessions: store, Static: users,
-		Policy:      authz.Policy{AdminGroups: []string{"admins"}},
-		Activity:    &activity.Recorder{Client: gwClient},
-		Proxy:       proxy.New(nil),
-		Resolver:    &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
-		WakeTimeout: time.Minute,
-		Provisioner: &provision.Provisioner{Reader: c, Writer: gwClient},
-	}
-	srv.Dashboard = &dashboard.Dashboard{
-		Reader: c, Writer: gwClient, Events: gwClient, Policy: srv.Policy,
-		Provisioner: srv.Provisioner, CSRF: store,
-	}
 	reg := prometheus.NewRegistry()
-	srv.Metrics = gateway.NewMetrics(reg)
+	srv, err := gateway.NewServer(gateway.Options{
+		AuthMode: "static", StaticUsersFile: usersFile, SessionKeysFile: keysFile, SessionTTL: time.Hour, InsecureCookies: true,
+		AdminGroups: []string{"admins"}, WakeTimeout: time.Minute,
+		Resolver: &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
+	}, gateway.Deps{Reader: c, Writer: gwClient, Events: gwClient, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if mutate != nil {
 		mutate(srv)
 	}
@@ -341,9 +309,9 @@ func TestSignInThenReachOwnEnvironment(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("own environment: %s %s", resp.Status, body)
 	}
-	var got map[string]string
+	var got echo.Reply
 	_ = json.Unmarshal([]byte(body), &got)
-	if got["user"] != "alice" || got["path"] != "/notebooks/x" || strings.Contains(got["cookie"], session.CookieName) {
+	if got.User != "alice" || got.Path != "/notebooks/x" || strings.Contains(got.Cookie, session.CookieName) {
 		t.Errorf("upstream saw %v", got)
 	}
 	if n := f.metric(t, "userland_gateway_signin_failures_total", map[string]string{"reason": "bad_credentials"}); n != 1 {
@@ -559,16 +527,7 @@ func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {
 func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 	f := setup(t, nil)
 	ctx := context.Background()
-	lab := &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "lab"},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "web", Image: "example.org/web:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			}}}},
-			HTTP:          v1alpha1.HTTPSpec{Port: 8080},
-			AutoProvision: &v1alpha1.AutoProvisionSpec{EmailDomains: []string{"uni.example.ac.jp"}},
-		},
-	}
+	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").AutoProvision("uni.example.ac.jp").Obj()
 	if err := env.Client.Create(ctx, lab); err != nil {
 		t.Fatal(err)
 	}

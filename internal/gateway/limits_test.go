@@ -110,7 +110,7 @@ func TestPerUserCapsRefuseWith429AndRetryAfter(t *testing.T) {
 	u, _ := url.Parse(f.gateway.URL)
 	wsBase := "ws" + strings.TrimPrefix(f.gateway.URL, "http") + "/u/" + f.ns
 	dial := func(c *http.Client, name string) (*websocket.Conn, *http.Response, error) {
-		return websocket.Dial(ctx, wsBase+"/"+name+"/ws-hold", &websocket.DialOptions{HTTPHeader: http.Header{"Cookie": {cookieHeader(c, u)}}})
+		return websocket.Dial(ctx, wsBase+"/"+name+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Cookie": {cookieHeader(c, u)}}})
 	}
 
 	var held []*websocket.Conn

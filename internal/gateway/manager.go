@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -23,11 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
-	"github.com/userland-dev/userland/internal/gateway/authz"
-	"github.com/userland-dev/userland/internal/gateway/dashboard"
-	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -122,18 +115,6 @@ func ParseSessionKeys(data string) ([]session.Key, error) {
 // NewManager builds a manager whose caches feed a gateway Server listening
 // on opts.Listen.
 func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
-	keyData, err := os.ReadFile(opts.SessionKeysFile)
-	if err != nil {
-		return nil, fmt.Errorf("reading --session-keys-file: %w", err)
-	}
-	keys, err := ParseSessionKeys(string(keyData))
-	if err != nil {
-		return nil, err
-	}
-	store, err := session.NewStore(keys, opts.SessionTTL, !opts.InsecureCookies, nil)
-	if err != nil {
-		return nil, err
-	}
 	var registry prometheus.Registerer = crmetrics.Registry
 	if opts.Registry != nil {
 		registry = opts.Registry
@@ -156,97 +137,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	var publicURL *url.URL
-	if opts.PublicURL != "" {
-		if publicURL, err = url.Parse(opts.PublicURL); err != nil || publicURL.Host == "" || (publicURL.Scheme != "http" && publicURL.Scheme != "https") {
-			return nil, fmt.Errorf("--public-url %q must be an absolute http(s) URL such as https://userland.example.edu", opts.PublicURL)
-		}
-	}
-	if opts.BaseDomain != "" && publicURL == nil && opts.AuthMode != "header" {
-		return nil, errors.New("--base-domain needs --public-url: environment hosts send browsers to the main host to sign in")
-	}
-	if publicURL != nil && opts.BaseDomain != "" && strings.HasSuffix(publicURL.Hostname(), "."+opts.BaseDomain) {
-		return nil, fmt.Errorf("--public-url's host %s is inside --base-domain %s: the main host must not be an environment host", publicURL.Hostname(), opts.BaseDomain)
-	}
 	if err := IndexHosts(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("indexing environment hosts: %w", err)
 	}
-	newProxy := func(extra []string) *proxy.Proxy { return proxy.NewWithTimeout(extra, opts.UpstreamHeaderTimeout) }
-	srv := &Server{
-		Reader:      mgr.GetCache(),
-		Sessions:    store,
-		Policy:      authz.Policy{AdminGroups: opts.AdminGroups},
-		Activity:    &activity.Recorder{Client: mgr.GetClient(), Interval: opts.ActivityInterval},
-		BaseDomain:  opts.BaseDomain,
-		PublicURL:   publicURL,
-		Limits:      opts.Limits,
-		WakeTimeout: opts.WakeTimeout,
-		Resolver:    opts.Resolver,
-		Metrics:     NewMetrics(registry),
-		Provisioner: &provision.Provisioner{Reader: mgr.GetCache(), Writer: mgr.GetClient(), ClusterTemplateNamespace: opts.ClusterTemplateNamespace},
-	}
-	srv.Dashboard = &dashboard.Dashboard{
-		Reader: mgr.GetCache(), Writer: mgr.GetClient(), Events: mgr.GetAPIReader(),
-		Policy: srv.Policy, Provisioner: srv.Provisioner, CSRF: store,
-	}
-	if srv.Resolver == nil {
-		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}
-	}
-	switch opts.AuthMode {
-	case "static":
-		if srv.Static, err = auth.LoadStaticUsers(opts.StaticUsersFile); err != nil {
-			return nil, err
-		}
-		srv.Proxy = newProxy(nil)
-	case "header":
-		th := &auth.TrustedHeader{UserHeader: opts.TrustedUserHeader, EmailHeader: opts.TrustedEmailHeader, GroupsHeader: opts.TrustedGroupsHeader}
-		if len(opts.TrustedProxies) == 0 {
-			return nil, errors.New("--trusted-proxies is required in header mode: identity headers from anyone else are refused")
-		}
-		for _, c := range opts.TrustedProxies {
-			p, err := netip.ParsePrefix(c)
-			if err != nil {
-				return nil, fmt.Errorf("--trusted-proxies %q: %w", c, err)
-			}
-			th.Trusted = append(th.Trusted, p)
-		}
-		if opts.TrustedProxySecretFile != "" {
-			secret, err := os.ReadFile(opts.TrustedProxySecretFile)
-			if err != nil {
-				return nil, fmt.Errorf("reading --trusted-proxy-secret-file: %w", err)
-			}
-			th.Secret = []byte(strings.TrimSpace(string(secret)))
-			th.SecretHeader = opts.TrustedProxySecretHeader
-			if len(th.Secret) < 16 || th.SecretHeader == "" {
-				return nil, errors.New("--trusted-proxy-secret-file must hold at least 16 characters and --trusted-proxy-secret-header must name a header")
-			}
-		}
-		srv.Header = th
-		srv.Proxy = newProxy([]string{opts.TrustedUserHeader, opts.TrustedEmailHeader, opts.TrustedGroupsHeader, opts.TrustedProxySecretHeader})
-	case "oidc":
-		secret, err := os.ReadFile(opts.OIDCClientSecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading --oidc-client-secret-file: %w", err)
-		}
-		cfg := opts.OIDC
-		cfg.ClientSecret = strings.TrimSpace(string(secret))
-		if srv.Provider, err = auth.NewOIDC(context.Background(), cfg); err != nil {
-			return nil, err
-		}
-		srv.Proxy = newProxy(nil)
-	case "github":
-		secret, err := os.ReadFile(opts.GitHubClientSecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading --github-client-secret-file: %w", err)
-		}
-		cfg := opts.GitHub
-		cfg.ClientSecret = strings.TrimSpace(string(secret))
-		if srv.Provider, err = auth.NewGitHub(cfg); err != nil {
-			return nil, err
-		}
-		srv.Proxy = newProxy(nil)
-	default:
-		return nil, fmt.Errorf("--auth-mode %q: must be static, header, oidc or github", opts.AuthMode)
+	srv, err := NewServer(opts, Deps{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Events: mgr.GetAPIReader(), Registry: registry})
+	if err != nil {
+		return nil, err
 	}
 	// Informers for what the request path reads.
 	for _, obj := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &corev1.Namespace{}} {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/echo"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/testenv"
 )
@@ -83,8 +84,8 @@ func TestOIDCSignInThroughDex(t *testing.T) {
 		dexLog, _ := os.ReadFile(filepath.Join(dexDir, "dex.log"))
 		t.Fatalf("after sign-in: %s at %s: %.300s\nDex log:\n%s", resp.Status, resp.Request.URL, body, dexLog)
 	}
-	var got map[string]string
-	if err := json.Unmarshal(body, &got); err != nil || got["user"] != email {
+	var got echo.Reply
+	if err := json.Unmarshal(body, &got); err != nil || got.User != email {
 		t.Fatalf("the environment saw %s (%v)", body, err)
 	}
 
@@ -158,8 +159,8 @@ func TestGitHubSignIn(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/u/"+f.ns+"/octocat/" {
 		t.Fatalf("after sign-in: %s at %s: %.300s", resp.Status, resp.Request.URL, body)
 	}
-	var got map[string]string
-	if err := json.Unmarshal(body, &got); err != nil || got["user"] != "octocat" {
+	var got echo.Reply
+	if err := json.Unmarshal(body, &got); err != nil || got.User != "octocat" {
 		t.Fatalf("the environment saw %s (%v)", body, err)
 	}
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -21,6 +20,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 var env *testenv.Environment
@@ -41,18 +41,6 @@ func kubectl(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-func template(ns, name string) *v1alpha1.Template {
-	return &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "app", Image: "example.org/app:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			}}}},
-			HTTP: v1alpha1.HTTPSpec{Port: 8080},
-		},
-	}
-}
-
 func mustCreate(t *testing.T, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
@@ -64,7 +52,7 @@ func mustCreate(t *testing.T, objs ...client.Object) {
 
 func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
 	ns := env.Namespace(t)
-	mustCreate(t, template(ns, "vscode"))
+	mustCreate(t, testobj.MakeTemplate(ns, "vscode").Obj())
 	out, _, err := kubectl(t, "-n", ns, "create", "Taro.Yamada@uni.example.ac.jp", "--template", "vscode")
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +135,7 @@ func countUserlands(t *testing.T, ns string) int {
 
 func TestImportRoster(t *testing.T) {
 	ns := env.Namespace(t)
-	mustCreate(t, template(ns, "vscode"), template(ns, "jupyterlab"))
+	mustCreate(t, testobj.MakeTemplate(ns, "vscode").Obj(), testobj.MakeTemplate(ns, "jupyterlab").Obj())
 	path, good := roster200(t, ns)
 
 	t.Run("dry run stores nothing", func(t *testing.T) {
@@ -214,7 +202,7 @@ func tail(s string) string {
 func TestStartStopRestartPendingOpen(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	mustCreate(t, template(ns, "vscode"))
+	mustCreate(t, testobj.MakeTemplate(ns, "vscode").Obj())
 	ul := &v1alpha1.Userland{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice"},
 		Spec:       v1alpha1.UserlandSpec{User: "alice", TemplateRef: v1alpha1.TemplateReference{Name: "vscode"}},

@@ -3,7 +3,6 @@ package simcluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,18 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
-
-// freePort asks the kernel for a free loopback port. Another process could
-// take it before the component binds it; the component then fails to
-// start, which Start reports.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // startAPI starts etcd and kube-apiserver with a certificate authority of
 // the cluster's own, an admin client and kubeconfig, and the CRDs.
@@ -59,11 +46,11 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 		}
 	}
 
-	etcdPort, err := freePort()
+	etcdPort, err := FreePort()
 	if err != nil {
 		return err
 	}
-	peerPort, err := freePort()
+	peerPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -87,7 +74,7 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 	}
 	c.processes = append(c.processes, etcd)
 
-	apiPort, err := freePort()
+	apiPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -204,7 +191,7 @@ func (c *Cluster) installCRDs(ctx context.Context) error {
 			return fmt.Errorf("reading CRD directory: %w", err)
 		}
 		for _, entry := range entries {
-			if entry.IsDir() || !(strings.HasSuffix(entry.Name(), ".yaml") || strings.HasSuffix(entry.Name(), ".yml")) {
+			if ext := filepath.Ext(entry.Name()); entry.IsDir() || (ext != ".yaml" && ext != ".yml") {
 				continue
 			}
 			data, err := os.ReadFile(filepath.Join(dir, entry.Name()))

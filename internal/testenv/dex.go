@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -42,12 +41,10 @@ func StartDex(dir, redirectURL string, users []DexUser) (*Dex, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("dex is missing from %s: run `make control-plane`", bins)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := simcluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	d := &Dex{Issuer: "http://" + addr + "/dex", ClientID: "userland", ClientSecret: "userland-test-secret"}
 
 	var b strings.Builder

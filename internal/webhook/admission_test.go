@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +27,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
 	"github.com/userland-dev/userland/internal/webhook"
 )
 
@@ -62,18 +63,9 @@ func startWebhooks(t *testing.T) {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func runController() error {
 	ctx := context.Background()
-	port, err := freePort()
+	port, err := simcluster.FreePort()
 	if err != nil {
 		return err
 	}
@@ -161,15 +153,7 @@ func waitForWebhooks() error {
 }
 
 func compliant(ns, name string) *v1alpha1.Template {
-	return &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "app", Image: "example.org/app:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			}}}},
-			HTTP: v1alpha1.HTTPSpec{Port: 8080},
-		},
-	}
+	return testobj.MakeTemplate(ns, name).Obj()
 }
 
 func TestCertificateIsCreatedAndTrusted(t *testing.T) {

@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 // hostilePage is an environment whose user wrote code to attack whoever
@@ -142,19 +141,11 @@ func adversary(t *testing.T, suffix string, routing v1alpha1.Routing) (mallory, 
 	t.Helper()
 	ctx := context.Background()
 	ns := devenv.DemoNamespace
-	tmpl := &v1alpha1.Template{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "adversary-" + suffix},
-		Spec: v1alpha1.TemplateSpec{
-			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "app", Image: "example.org/app:1", Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-			}}}},
-			HTTP: v1alpha1.HTTPSpec{Port: 8080, Routing: routing},
-		},
-	}
+	tmpl := testobj.MakeTemplate(ns, "adversary-"+suffix).Routing(routing).Obj()
 	mallory, victim = "mallory-"+suffix, "victim-"+suffix
 	objs := []client.Object{tmpl,
-		&v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: mallory}, Spec: v1alpha1.UserlandSpec{User: "bob", TemplateRef: v1alpha1.TemplateReference{Name: tmpl.Name}}},
-		&v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victim}, Spec: v1alpha1.UserlandSpec{User: "alice", TemplateRef: v1alpha1.TemplateReference{Name: tmpl.Name}}},
+		testobj.MakeUserland(ns, mallory, "bob", tmpl.Name).Obj(),
+		testobj.MakeUserland(ns, victim, "alice", tmpl.Name).Obj(),
 	}
 	for _, o := range objs {
 		if err := stack.Client.Create(ctx, o); err != nil {

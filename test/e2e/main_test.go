@@ -6,7 +6,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +13,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
 
+	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/devenv"
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -67,18 +70,24 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(state) }()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	listen, err := simcluster.FreeAddr()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	listen := l.Addr().String()
-	_ = l.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	stack, err = devenv.Start(ctx, devenv.Options{StateDir: state, Listen: listen, Log: os.Stderr})
+	stack, err = devenv.Start(ctx, devenv.Options{StateDir: state, Listen: listen, Log: os.Stderr,
+		// As cmd/userland runs it.
+		NewController: func(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
+			return controller.NewManager(cfg, controller.Options{
+				MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
+				GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
+				BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
+			})
+		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the dev stack:", err)
 		return 1

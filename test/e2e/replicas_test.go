@@ -28,6 +28,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -116,12 +117,10 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 		if err := os.WriteFile(keyFile, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		gl, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := simcluster.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := gl.Addr().String()
-		_ = gl.Close()
 		mgr, err := gateway.NewManager(stack.Config, gateway.Options{
 			Listen: addr, MetricsAddr: "0", AuthMode: "oidc",
 			OIDC: auth.OIDCConfig{Issuer: dex.Issuer, ClientID: dex.ClientID, RedirectURL: mainURL + "/oauth2/callback",

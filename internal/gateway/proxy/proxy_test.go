@@ -17,33 +17,15 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/userland-dev/userland/internal/echo"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/simcluster"
 )
 
-// echo is a real upstream that reports what it received.
-func echo(t testing.TB) *httptest.Server {
+// echoServer is the echo app as an upstream.
+func echoServer(t testing.TB) *httptest.Server {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer func() { _ = c.CloseNow() }()
-		for {
-			typ, data, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if err := c.Write(r.Context(), typ, append([]byte("echo:"), data...)); err != nil {
-				return
-			}
-		}
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.EscapedPath(), "headers": r.Header})
-	})
-	s := httptest.NewServer(mux)
+	s := httptest.NewServer(echo.Handler())
 	t.Cleanup(s.Close)
 	return s
 }
@@ -66,7 +48,7 @@ func front(t testing.TB, upstream *httptest.Server, path func(*http.Request) str
 
 func TestIdentityHeadersAreReplacedAndTheSessionCookieIsDropped(t *testing.T) {
 	var activity atomic.Int64
-	gw := front(t, echo(t), func(r *http.Request) string { return strings.TrimPrefix(r.URL.EscapedPath(), "/u/cs101/taro") }, &activity)
+	gw := front(t, echoServer(t), func(r *http.Request) string { return strings.TrimPrefix(r.URL.EscapedPath(), "/u/cs101/taro") }, &activity)
 	req, _ := http.NewRequest(http.MethodGet, gw.URL+"/u/cs101/taro/lab/a%2Fb", nil)
 	req.Header.Set("X-Forwarded-User", "admin")
 	req.Header.Set("X-Forwarded-Groups", "platform-admins")
@@ -78,10 +60,7 @@ func TestIdentityHeadersAreReplacedAndTheSessionCookieIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var got struct {
-		Path    string
-		Headers http.Header
-	}
+	var got echo.Reply
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +132,7 @@ func TestStreamingResponsesAreNotBuffered(t *testing.T) {
 
 func TestWebSocketsAreProxiedAndCountAsActivity(t *testing.T) {
 	var activity atomic.Int64
-	gw := front(t, echo(t), func(*http.Request) string { return "/ws" }, &activity)
+	gw := front(t, echoServer(t), func(*http.Request) string { return "/ws" }, &activity)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(gw.URL, "http")+"/u/cs101/taro/ws", nil)
@@ -161,6 +140,9 @@ func TestWebSocketsAreProxiedAndCountAsActivity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.CloseNow() }()
+	if _, hello, err := c.Read(ctx); err != nil || string(hello) != "hello Taro.Yamada@uni.example.ac.jp" {
+		t.Fatalf("greeting %q (%v): the identity header did not reach the upgraded request", hello, err)
+	}
 	before := activity.Load()
 	for i := range 3 {
 		msg := fmt.Sprintf("frame %d", i)
@@ -171,7 +153,7 @@ func TestWebSocketsAreProxiedAndCountAsActivity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(data) != "echo:"+msg {
+		if string(data) != "echo: "+msg {
 			t.Errorf("got %q", data)
 		}
 	}
@@ -215,7 +197,7 @@ func (zeros) Read(p []byte) (int, error) {
 }
 
 func TestHTTP2ClientsAreServed(t *testing.T) {
-	up := echo(t)
+	up := echoServer(t)
 	p := New(nil)
 	gw := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.ServeHTTP(w, r, Request{Upstream: strings.TrimPrefix(up.URL, "http://"), Path: "/x", Identity: session.Identity{User: "alice"}})
@@ -367,12 +349,10 @@ func TestUpgradesTheEnvironmentRefusesAreRelayed(t *testing.T) {
 }
 
 func TestUpgradesToAnUnreachableEnvironmentGet502(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := simcluster.FreeAddr() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close() // nothing listens there now
 	p := New(nil)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.ServeHTTP(w, r, Request{Upstream: addr, Path: "/ws", Identity: session.Identity{User: "taro"}})
@@ -396,7 +376,7 @@ func TestUpgradesToAnUnreachableEnvironmentGet502(t *testing.T) {
 // measures the gateway as a process.
 func BenchmarkSmallResponses(b *testing.B) {
 	var activity atomic.Int64
-	s := front(b, echo(b), func(*http.Request) string { return "/small" }, &activity)
+	s := front(b, echoServer(b), func(*http.Request) string { return "/small" }, &activity)
 	c := s.Client()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/templates"
+)
+
+// The rollout budget is arithmetic over what the cache holds; nothing the
+// API server decides is involved, so a fake client stands in for the cache
+// (the real one is exercised by TestRolloutImmediateRespectsMaxUnavailable).
+func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
+	const ns = "class"
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	// env builds a sibling: running (or stopped) and available (or not).
+	env := func(name string, running, available bool) []client.Object {
+		ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.UserlandSpec{User: name, TemplateRef: v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: "t"}}}
+		replicas := int32(0)
+		if running {
+			replicas = 1
+		}
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)}}
+		dep.Status.ObservedGeneration = 1
+		if available {
+			dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: replicas, UpdatedReplicas: replicas, AvailableReplicas: replicas,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}
+		}
+		return []client.Object{ul, dep}
+	}
+	tests := []struct {
+		name           string
+		maxUnavailable intstr.IntOrString
+		envs           [][]client.Object
+		inflight       []string
+		want           bool
+	}{
+		{
+			name: "25% of 8 running is 2; one unavailable leaves room", maxUnavailable: intstr.FromString("25%"),
+			envs: [][]client.Object{env("a", true, false), env("b", true, true), env("c", true, true), env("d", true, true),
+				env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)},
+			want: true,
+		},
+		{
+			name: "two unavailable fill 25% of 8", maxUnavailable: intstr.FromString("25%"),
+			envs: [][]client.Object{env("a", true, false), env("b", true, false), env("c", true, true), env("d", true, true),
+				env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)},
+			want: false,
+		},
+		{
+			name: "a restart the cache does not show yet counts", maxUnavailable: intstr.FromString("25%"),
+			envs: [][]client.Object{env("a", true, false), env("b", true, true), env("c", true, true), env("d", true, true),
+				env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)},
+			inflight: []string{"b"},
+			want:     false,
+		},
+		{
+			name: "a restart already unavailable in the cache counts once", maxUnavailable: intstr.FromString("25%"),
+			envs: [][]client.Object{env("a", true, false), env("b", true, true), env("c", true, true), env("d", true, true),
+				env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)},
+			inflight: []string{"a"},
+			want:     true,
+		},
+		{
+			name: "stopped environments are not counted, and the budget is at least one", maxUnavailable: intstr.FromString("25%"),
+			envs: [][]client.Object{env("a", true, true), env("b", false, false), env("c", false, false)},
+			want: true,
+		},
+		{
+			name: "an absolute maxUnavailable", maxUnavailable: intstr.FromInt32(3),
+			envs: [][]client.Object{env("a", true, false), env("b", true, false), env("c", true, false), env("d", true, true)},
+			want: false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
+				WithIndex(&v1alpha1.Userland{}, IndexTemplateKey, IndexUserlandByTemplate)
+			for _, objs := range tt.envs {
+				b = b.WithObjects(objs...)
+			}
+			key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "t")
+			r := &UserlandReconciler{Client: b.Build()}
+			for _, name := range tt.inflight {
+				r.inflight.add(key, types.NamespacedName{Namespace: ns, Name: name}, now)
+			}
+			spec := &v1alpha1.TemplateSpec{Rollout: v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate, MaxUnavailable: &tt.maxUnavailable}}
+			s := &reconcileState{now: now, template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
+			got, err := r.budgetAvailable(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("budget available (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// An inflight restart stops counting once it expires.
+	var tr rolloutTracker
+	tr.add("k", types.NamespacedName{Name: "x"}, now)
+	if got := tr.count("k", now.Add(inflightExpiry+time.Second), nil); got != 0 {
+		t.Errorf("an expired restart still counts: %d", got)
+	}
+}

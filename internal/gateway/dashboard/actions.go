@@ -1,0 +1,132 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// errForbidden is an action the user may not take; it looks like a missing
+// environment.
+var errForbidden = errors.New("no such environment")
+
+// action performs a POSTed action and redirects back.
+func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, id session.Identity) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !d.CSRF.CheckCSRF(r, r.PostFormValue("csrf")) {
+		http.Error(w, "the form expired; reload the page and try again", http.StatusForbidden)
+		return
+	}
+	ctx := r.Context()
+	back := auth.SafeReturnPath(r.PostFormValue("rd"))
+	key := types.NamespacedName{Namespace: r.PostFormValue("namespace"), Name: r.PostFormValue("name")}
+	verb := r.PostFormValue("action")
+	var err error
+	var flash string
+	switch verb {
+	case "create":
+		flash, err = d.create(ctx, id, key, r.PostFormValue("kind"), r.PostFormValue("template"))
+	case "start", "stop", "restart", "apply":
+		flash, err = d.act(ctx, id, key, verb)
+	default:
+		err = fmt.Errorf("unknown action %q", verb)
+	}
+	sep := "?"
+	if strings.Contains(back, "?") {
+		sep = "&"
+	}
+	if err != nil {
+		if !errors.Is(err, errForbidden) {
+			ctrl.LoggerFrom(ctx).Error(err, "dashboard action", "action", verb, "userland", key)
+		}
+		http.Redirect(w, r, back+sep+"error="+urlQueryEscape(plainError(err)), http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, back+sep+"flash="+urlQueryEscape(flash), http.StatusSeeOther)
+}
+
+// act changes one environment the user may reach.
+func (d *Dashboard) act(ctx context.Context, id session.Identity, key types.NamespacedName, verb string) (string, error) {
+	ul, access := d.Policy.Check(ctx, d.Reader, id, key)
+	if ul == nil {
+		return "", errForbidden
+	}
+	verbName, err := actions.Parse(verb)
+	if err != nil {
+		return "", err
+	}
+	actor := actions.Staff
+	if access == authz.Owner {
+		actor = actions.Owner
+	}
+	patch, err := actions.Patch(verbName, actor, ul, d.now())
+	if err != nil {
+		return "", err
+	}
+	target := &v1alpha1.Userland{}
+	target.Namespace, target.Name = key.Namespace, key.Name
+	if err := d.Writer.Patch(ctx, target, patch, client.FieldOwner("userland-dashboard")); err != nil {
+		return "", fmt.Errorf("%s %s: %w", verb, key, err)
+	}
+	done := map[string]string{"start": "starting", "stop": "stopping", "restart": "restarting", "apply": "applying the update to"}[verb]
+	return fmt.Sprintf("%s %s.", capitalise(done), key.Name), nil
+}
+
+// create provisions one of the user's own environments from a template
+// they may self-provision.
+func (d *Dashboard) create(ctx context.Context, id session.Identity, key types.NamespacedName, kind, tmpl string) (string, error) {
+	if d.Provisioner == nil {
+		return "", errForbidden
+	}
+	candidates, err := d.Provisioner.Candidates(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range candidates {
+		if c.Namespace == key.Namespace && c.Ref.Name == tmpl && string(c.Ref.Kind) == kind {
+			if _, err := d.Provisioner.Create(ctx, id, c); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("Created %s.", c.Name), nil
+		}
+	}
+	return "", errForbidden
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// plainError says what went wrong without internals.
+func plainError(err error) string {
+	if errors.Is(err, errForbidden) {
+		return "That environment does not exist or is not yours."
+	}
+	if errors.Is(err, actions.ErrSuspendedByStaff) {
+		return "An administrator or instructor suspended this environment, so only they can start it again."
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && len(msg)-i < 200 {
+		msg = msg[i+2:]
+	}
+	return "The action failed: " + msg
+}

@@ -1,0 +1,174 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// Filter narrows the admin view.
+type Filter struct {
+	Namespace, Template, Phase string
+	// IdleMinutes keeps environments idle for more than this many minutes.
+	IdleMinutes int
+}
+
+func (f Filter) keep(ul *v1alpha1.Userland, now time.Time) bool {
+	switch {
+	case f.Namespace != "" && ul.Namespace != f.Namespace:
+		return false
+	case f.Template != "" && ul.Spec.TemplateRef.Name != f.Template:
+		return false
+	case f.Phase != "" && string(ul.Status.Phase) != f.Phase:
+		return false
+	case f.IdleMinutes > 0:
+		last := ul.CreationTimestamp.Time
+		if ul.Status.LastActivityTime != nil {
+			last = ul.Status.LastActivityTime.Time
+		}
+		return now.Sub(last) > time.Duration(f.IdleMinutes)*time.Minute
+	}
+	return true
+}
+
+// admin lists every environment id may reach as admin or instructor.
+func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Identity) {
+	ctx := r.Context()
+	if !d.manages(ctx, id) {
+		http.NotFound(w, r)
+		return
+	}
+	q := r.URL.Query()
+	f := Filter{Namespace: q.Get("namespace"), Template: q.Get("template"), Phase: q.Get("phase")}
+	f.IdleMinutes, _ = strconv.Atoi(q.Get("idle"))
+	now := d.now()
+	var all []Row
+	rows, err := d.visible(ctx, id, func(_ authz.Reason, ul *v1alpha1.Userland) bool {
+		all = append(all, rowOf(ul, ""))
+		return f.keep(ul, now)
+	})
+	if err != nil {
+		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		return
+	}
+	// The filter choices come from what the user may see, not the cluster.
+	var namespaces, templates []string
+	for _, row := range all {
+		if !slices.Contains(namespaces, row.Namespace) {
+			namespaces = append(namespaces, row.Namespace)
+		}
+		if !slices.Contains(templates, row.Template) {
+			templates = append(templates, row.Template)
+		}
+	}
+	slices.Sort(namespaces)
+	slices.Sort(templates)
+	render(w, http.StatusOK, "admin.html", struct {
+		Page
+		Rows                  []Row
+		Filter                Filter
+		Namespaces, Templates []string
+		Phases                []string
+		Now                   time.Time
+	}{d.pageFor(ctx, r, id, "All environments"), rows, f, namespaces, templates,
+		[]string{"Pending", "Starting", "Ready", "Stopped", "Failed"}, now})
+}
+
+// StatusEntry is one environment in the progress script's JSON.
+type StatusEntry struct {
+	Namespace     string `json:"namespace"`
+	Name          string `json:"name"`
+	Phase         string `json:"phase"`
+	Message       string `json:"message"`
+	Event         string `json:"event,omitempty"`
+	URL           string `json:"url"`
+	LastActivity  string `json:"lastActivity"`
+	UpdatePending bool   `json:"updatePending"`
+	Running       bool   `json:"running"`
+}
+
+// latestEvent returns the newest event about an environment in plain
+// words, e.g. "Stopped: environment scaled to zero (Suspended)".
+func (d *Dashboard) latestEvent(ctx context.Context, ns, name string) string {
+	if d.Events == nil {
+		return ""
+	}
+	var events corev1.EventList
+	if err := d.Events.List(ctx, &events, client.InNamespace(ns),
+		client.MatchingFields{"involvedObject.kind": "Userland", "involvedObject.name": name}); err != nil {
+		return ""
+	}
+	var latest *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if latest == nil || eventTime(e).After(eventTime(latest)) {
+			latest = e
+		}
+	}
+	if latest == nil {
+		return ""
+	}
+	return latest.Reason + ": " + latest.Message
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+func ago(now time.Time, t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	d := now.Sub(*t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	}
+	return t.Format("2006-01-02")
+}
+
+// status answers the progress script: the user's own environments, or
+// with ?all=1 everything they manage, with the latest event for those
+// starting or failing.
+func (d *Dashboard) status(w http.ResponseWriter, r *http.Request, id session.Identity) {
+	ctx := r.Context()
+	all := r.URL.Query().Get("all") == "1"
+	rows, err := d.visible(ctx, id, func(a authz.Reason, _ *v1alpha1.Userland) bool { return all || a == authz.Owner })
+	if err != nil {
+		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		return
+	}
+	now := d.now()
+	out := make([]StatusEntry, 0, len(rows))
+	for _, row := range rows {
+		e := StatusEntry{
+			Namespace: row.Namespace, Name: row.Name, Phase: row.Phase, Message: row.Message, URL: row.URL,
+			LastActivity: ago(now, row.LastActivity), UpdatePending: row.UpdatePending, Running: row.Running,
+		}
+		if !all && (row.Phase == string(v1alpha1.PhaseStarting) || row.Phase == string(v1alpha1.PhaseFailed) || row.Phase == string(v1alpha1.PhasePending)) {
+			e.Event = d.latestEvent(ctx, row.Namespace, row.Name)
+		}
+		out = append(out, e)
+	}
+	writeJSON(w, out)
+}

@@ -1,0 +1,178 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// Row is one environment as the pages show it.
+type Row struct {
+	Namespace, Name, User, Template string
+	Phase                           string
+	Message                         string
+	URL                             string
+	LastActivity                    *time.Time
+	UpdatePending                   bool
+	Running                         bool
+	Access                          authz.Reason
+}
+
+func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
+	row := Row{
+		Namespace: ul.Namespace, Name: ul.Name, User: ul.Spec.User, Template: ul.Spec.TemplateRef.Name,
+		Phase: string(ul.Status.Phase), URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access,
+	}
+	if row.Phase == "" {
+		row.Phase = string(v1alpha1.PhasePending)
+	}
+	if ul.Status.LastActivityTime != nil {
+		t := ul.Status.LastActivityTime.Time
+		row.LastActivity = &t
+	}
+	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		row.Message = c.Message
+	}
+	if ul.Status.Phase == v1alpha1.PhaseStopped {
+		row.Message = "stopped"
+		if ul.Status.StoppedReason == v1alpha1.StoppedIdle {
+			row.Message = "stopped after being idle; opening it starts it again"
+		}
+	}
+	row.Running = !ul.Spec.Suspend && ul.Status.Phase != v1alpha1.PhaseStopped
+	return row
+}
+
+// visible lists the environments id may reach, keeping those keep admits.
+func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(authz.Reason, *v1alpha1.Userland) bool) ([]Row, error) {
+	var list v1alpha1.UserlandList
+	if err := d.Reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing userlands: %w", err)
+	}
+	annotations := map[string]map[string]string{}
+	var rows []Row
+	for i := range list.Items {
+		ul := &list.Items[i]
+		ann, ok := annotations[ul.Namespace]
+		if !ok {
+			var ns corev1.Namespace
+			if err := d.Reader.Get(ctx, types.NamespacedName{Name: ul.Namespace}, &ns); err == nil {
+				ann = ns.Annotations
+			}
+			annotations[ul.Namespace] = ann
+		}
+		if access := d.Policy.Allowed(id, ul, ann); access != "" && keep(access, ul) {
+			rows = append(rows, rowOf(ul, access))
+		}
+	}
+	slices.SortFunc(rows, func(a, b Row) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return rows, nil
+}
+
+// manages reports whether id administers anything: admins, and
+// instructors of at least one namespace.
+func (d *Dashboard) manages(ctx context.Context, id session.Identity) bool {
+	if d.Policy.IsAdmin(id) {
+		return true
+	}
+	return len(d.instructedNamespaces(ctx, id)) > 0
+}
+
+// instructedNamespaces are the namespaces whose instructor groups id is in.
+func (d *Dashboard) instructedNamespaces(ctx context.Context, id session.Identity) []string {
+	var list corev1.NamespaceList
+	if err := d.Reader.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []string
+	probe := &v1alpha1.Userland{}
+	for _, ns := range list.Items {
+		if d.Policy.Allowed(id, probe, ns.Annotations) == authz.Instructor {
+			out = append(out, ns.Name)
+		}
+	}
+	return out
+}
+
+// namespaceManager reports whether id may create Userlands for others in
+// a namespace. The instructed namespaces are read once, not per roster row.
+func (d *Dashboard) namespaceManager(ctx context.Context, id session.Identity) func(ns string) bool {
+	if d.Policy.IsAdmin(id) {
+		return func(string) bool { return true }
+	}
+	instructed := d.instructedNamespaces(ctx, id)
+	return func(ns string) bool { return slices.Contains(instructed, ns) }
+}
+
+// Page is what every page's header needs.
+type Page struct {
+	Title   string
+	User    session.Identity
+	CSRF    string
+	Manages bool
+	Flash   string
+	Error   string
+}
+
+func (d *Dashboard) pageFor(ctx context.Context, r *http.Request, id session.Identity, title string) Page {
+	return Page{
+		Title: title, User: id, CSRF: d.CSRF.CSRFToken(r), Manages: d.manages(ctx, id),
+		Flash: r.URL.Query().Get("flash"), Error: r.URL.Query().Get("error"),
+	}
+}
+
+func render(w http.ResponseWriter, code int, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'")
+	w.WriteHeader(code)
+	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+		// Headers are gone; the page ends with a notice, and the log says why.
+		ctrl.Log.WithName("dashboard").Error(err, "rendering", "page", name)
+		_, _ = fmt.Fprintf(w, "<p>rendering failed</p>")
+	}
+}
+
+// home lists the user's own environments and what they may create.
+func (d *Dashboard) home(w http.ResponseWriter, r *http.Request, id session.Identity) {
+	ctx := r.Context()
+	rows, err := d.visible(ctx, id, func(a authz.Reason, _ *v1alpha1.Userland) bool { return a == authz.Owner })
+	if err != nil {
+		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		return
+	}
+	var offers []provision.Candidate
+	if d.Provisioner != nil {
+		candidates, err := d.Provisioner.Candidates(ctx, id)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing templates to offer")
+		}
+		for _, c := range candidates {
+			if !slices.ContainsFunc(rows, func(r Row) bool { return r.Namespace == c.Namespace && r.Name == c.Name }) {
+				offers = append(offers, c)
+			}
+		}
+	}
+	render(w, http.StatusOK, "home.html", struct {
+		Page
+		Rows   []Row
+		Offers []provision.Candidate
+		Now    time.Time
+	}{d.pageFor(ctx, r, id, "Your environments"), rows, offers, d.now()})
+}

@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// identity returns who is asking, or writes the response that makes them
+// sign in.
+func (s *Server) identity(w http.ResponseWriter, r *http.Request) (session.Identity, bool) {
+	if s.Header != nil {
+		id, err := s.Header.Identity(r)
+		if err != nil {
+			s.Metrics.signinFailed("untrusted_header")
+			http.Error(w, "not authenticated", http.StatusUnauthorized)
+			return session.Identity{}, false
+		}
+		return id, true
+	}
+	id, err := s.Sessions.Load(r)
+	if err == nil {
+		return id, true
+	}
+	if isNavigation(r) {
+		http.Redirect(w, r, "/login?rd="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
+	} else {
+		http.Error(w, "not signed in", http.StatusUnauthorized)
+	}
+	return session.Identity{}, false
+}
+
+var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in — Userland</title></head>
+<body><h1>Sign in</h1>
+{{with .Error}}<p role="alert">{{.}}</p>{{end}}
+<form method="post" action="/login">
+<input type="hidden" name="rd" value="{{.Return}}">
+<label>User <input name="username" autocomplete="username" required></label>
+<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+<button type="submit">Sign in</button>
+</form></body></html>
+`))
+
+// login shows and handles the static-users form.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if s.Static == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method == http.MethodPost {
+		// The form is read, within its limits, before anything else:
+		// a body too large, too slow or not a plain form costs no bcrypt.
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
+			s.Metrics.signinFailed("bad_form")
+			http.Error(w, "sign-in expects a URL-encoded form", http.StatusUnsupportedMediaType)
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			s.Metrics.signinFailed("bad_form")
+			formError(w, err)
+			return
+		}
+	}
+	rd := auth.SafeReturnPath(r.FormValue("rd"))
+	render := func(code int, msg string) {
+		gatewayPageHeaders(w)
+		w.WriteHeader(code)
+		_ = loginPage.Execute(w, map[string]string{"Return": rd, "Error": msg})
+	}
+	switch r.Method {
+	case http.MethodGet:
+		render(http.StatusOK, "")
+	case http.MethodPost:
+		// Login CSRF: a form posted from another site is refused.
+		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
+			s.Metrics.signinFailed("cross_site")
+			http.Error(w, "cross-site sign-in refused", http.StatusForbidden)
+			return
+		}
+		wait := s.Limits.PasswordCheckWait
+		if wait == 0 {
+			wait = formReadTimeout
+		}
+		leave := s.passwordChecks.enter(r.Context(), s.Limits.PasswordChecks, wait)
+		if leave == nil {
+			s.Metrics.signinFailed("busy")
+			w.Header().Set("Retry-After", "5")
+			render(http.StatusTooManyRequests, "Too many people are signing in at once; try again in a few seconds.")
+			return
+		}
+		id, err := s.Static.Authenticate(r.PostFormValue("username"), r.PostFormValue("password"))
+		leave()
+		if err != nil {
+			s.Metrics.signinFailed("bad_credentials")
+			render(http.StatusUnauthorized, "Wrong user name or password.")
+			return
+		}
+		if err := s.Sessions.Save(w, id); err != nil {
+			http.Error(w, "could not sign in", http.StatusInternalServerError)
+			return
+		}
+		s.provision(r.Context(), id)
+		http.Redirect(w, r, rd, http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func sameOrigin(origin string, r *http.Request) bool {
+	o := strings.TrimPrefix(strings.TrimPrefix(origin, "https://"), "http://")
+	return o == r.Host
+}
+
+// startRemote sends the browser to the identity provider.
+func (s *Server) startRemote(w http.ResponseWriter, r *http.Request) {
+	flow, target := s.Provider.Start(auth.SafeReturnPath(r.FormValue("rd")))
+	if err := s.Sessions.SaveFlow(w, flow); err != nil {
+		http.Error(w, "could not start sign-in", http.StatusInternalServerError)
+		return
+	}
+	http.Redirect(w, r, target, http.StatusFound)
+}
+
+// finishRemote completes the code flow the provider redirected back with.
+func (s *Server) finishRemote(w http.ResponseWriter, r *http.Request) {
+	flow, err := s.Sessions.TakeFlow(w, r)
+	if err != nil {
+		s.Metrics.signinFailed("expired")
+		http.Error(w, "the sign-in expired or was started elsewhere; please sign in again", http.StatusBadRequest)
+		return
+	}
+	if e := r.FormValue("error"); e != "" {
+		s.Metrics.signinFailed("provider_error")
+		http.Error(w, "the identity provider refused the sign-in: "+e, http.StatusUnauthorized)
+		return
+	}
+	id, err := s.Provider.Finish(r.Context(), flow, r.FormValue("state"), r.FormValue("code"))
+	switch {
+	case errors.Is(err, auth.ErrStateMismatch):
+		s.Metrics.signinFailed("state_mismatch")
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case errors.Is(err, auth.ErrNotAllowed):
+		s.Metrics.signinFailed("not_allowed")
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	case err != nil:
+		s.Metrics.signinFailed("exchange")
+		ctrl.LoggerFrom(r.Context()).Error(err, "completing sign-in")
+		http.Error(w, "sign-in failed; please try again", http.StatusBadGateway)
+		return
+	}
+	if err := s.Sessions.Save(w, id); err != nil {
+		http.Error(w, "could not sign in", http.StatusInternalServerError)
+		return
+	}
+	s.provision(r.Context(), id)
+	http.Redirect(w, r, flow.Return, http.StatusSeeOther)
+}
+
+// provision creates the user's Userlands; a failure is logged, not shown:
+// sign-in itself succeeded, and an admin can create the Userland by hand.
+func (s *Server) provision(ctx context.Context, id session.Identity) {
+	if s.Provisioner == nil {
+		return
+	}
+	if _, err := s.Provisioner.Provision(ctx, id); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "auto-provisioning")
+	}
+}

@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"context"
+	"html/template"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/session"
+)
+
+// shouldWake reports whether key needs a wake write now, and notes it.
+func (s *Server) shouldWake(key types.NamespacedName, window time.Duration) bool {
+	s.wakingMu.Lock()
+	defer s.wakingMu.Unlock()
+	if at, ok := s.waking[key]; ok && time.Since(at) < window {
+		return false
+	}
+	if s.waking == nil {
+		s.waking = map[types.NamespacedName]time.Time{}
+	}
+	for k, at := range s.waking {
+		if time.Since(at) >= window {
+			delete(s.waking, k)
+		}
+	}
+	s.waking[key] = time.Now()
+	return true
+}
+
+func (s *Server) forgetWake(key types.NamespacedName) {
+	s.wakingMu.Lock()
+	defer s.wakingMu.Unlock()
+	delete(s.waking, key)
+}
+
+// waitReady wakes an idle environment and waits for it: a browser gets a
+// progress page that reloads itself; other requests are held up to
+// WakeTimeout, then get 503 with Retry-After.
+func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Identity, ul *v1alpha1.Userland) (*v1alpha1.Userland, bool) {
+	key := types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}
+	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedSuspended {
+		s.progress(w, ul, http.StatusServiceUnavailable, "This environment is suspended by its administrators, so it cannot be started from here.")
+		return nil, false
+	}
+	timeout := s.WakeTimeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	if ul.Status.Phase == v1alpha1.PhaseStopped && s.shouldWake(key, timeout) {
+		if err := s.Activity.Wake(r.Context(), key); err != nil {
+			s.forgetWake(key)
+			http.Error(w, "could not start the environment; try again", http.StatusServiceUnavailable)
+			return nil, false
+		}
+		s.Metrics.woke()
+	}
+	if isNavigation(r) {
+		s.progress(w, ul, http.StatusAccepted, "")
+		return nil, false
+	}
+	if !s.waiting.acquire(id.User, s.Limits.WaitingPerUser) {
+		tooMany(w, "requests waiting for an environment", 5*time.Second)
+		return nil, false
+	}
+	defer s.waiting.release(id.User)
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	start := time.Now()
+	defer func() { s.Metrics.waited(time.Since(start)) }()
+	// Polls the in-memory cache, not the API server.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var cur v1alpha1.Userland
+		if err := s.Reader.Get(ctx, key, &cur); err == nil && cur.Status.Phase == v1alpha1.PhaseReady {
+			return &cur, true
+		}
+		select {
+		case <-ctx.Done():
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "the environment is starting; retry shortly", http.StatusServiceUnavailable)
+			return nil, false
+		case <-tick.C:
+		}
+	}
+}
+
+var progressPage = template.Must(template.New("progress").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+{{if not .Final}}<meta http-equiv="refresh" content="2">{{end}}
+<title>Starting {{.Name}}</title></head>
+<body>
+<h1>{{if .Final}}{{.Name}}{{else if .Failed}}Your environment cannot start{{else}}Starting your environment…{{end}}</h1>
+<p>{{.Name}} in {{.Namespace}}: <strong>{{.Phase}}</strong></p>
+{{with .Message}}<p>{{.}}</p>{{end}}
+{{if .Failed}}<p>This page keeps checking, and continues if it recovers. Ask your instructor if it does not.</p>
+{{else if not .Final}}<p>This page continues to the environment when it is ready.</p>{{end}}
+</body></html>
+`))
+
+func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int, final string) {
+	phase := string(ul.Status.Phase)
+	if phase == "" || phase == string(v1alpha1.PhaseStopped) && final == "" {
+		phase = "Starting"
+	}
+	message := final
+	if message == "" {
+		if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil && ul.Status.Phase == v1alpha1.PhaseFailed {
+			message = c.Message
+		}
+	}
+	gatewayPageHeaders(w)
+	w.WriteHeader(code)
+	_ = progressPage.Execute(w, map[string]any{
+		"Name": ul.Name, "Namespace": ul.Namespace, "Phase": phase, "Message": message, "Final": final != "",
+		"Failed": ul.Status.Phase == v1alpha1.PhaseFailed,
+	})
+}

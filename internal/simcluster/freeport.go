@@ -1,0 +1,28 @@
+package simcluster
+
+import (
+	"net"
+	"strconv"
+)
+
+// FreePort asks the kernel for a free loopback port: the one helper the
+// cluster, `userland dev`, the benchmarks and the tests use. Another
+// process could take the port before it is bound; the program binding it
+// then fails to start and says so.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddr is FreePort as a "127.0.0.1:<port>" address.
+func FreeAddr() (string, error) {
+	port, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
+}

@@ -1,0 +1,132 @@
+// Package testobj builds the objects tests create, in the manner of Kueue's
+// wrappers: MakeTemplate(ns, name).Idle(5*time.Minute).Obj(). Each Make
+// starts from the smallest valid object, so a test names only what it is
+// about. Tests and benchmarks only: shipped code never imports it (`make
+// verify` checks).
+package testobj
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// DefaultImage is the image of a template made here.
+const DefaultImage = "example.org/app:1"
+
+// TemplateWrapper builds a Template.
+type TemplateWrapper struct{ t v1alpha1.Template }
+
+// MakeTemplate is a valid Template: one container "app" running
+// DefaultImage and serving HTTP on 8080, and nothing else.
+func MakeTemplate(namespace, name string) *TemplateWrapper {
+	return &TemplateWrapper{t: v1alpha1.Template{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.TemplateSpec{
+			PodTemplate: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "app", Image: DefaultImage, Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+			}}}},
+			HTTP: v1alpha1.HTTPSpec{Port: 8080},
+		},
+	}}
+}
+
+// Obj returns the Template.
+func (w *TemplateWrapper) Obj() *v1alpha1.Template { return w.t.DeepCopy() }
+
+// Cluster returns a ClusterTemplate of the same name and spec.
+func (w *TemplateWrapper) Cluster() *v1alpha1.ClusterTemplate {
+	return &v1alpha1.ClusterTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: w.t.Name},
+		Spec:       v1alpha1.ClusterTemplateSpec{TemplateSpec: *w.t.Spec.DeepCopy()},
+	}
+}
+
+// Image sets the container's image.
+func (w *TemplateWrapper) Image(image string) *TemplateWrapper {
+	w.t.Spec.PodTemplate.Spec.Containers[0].Image = image
+	return w
+}
+
+// Container renames the container.
+func (w *TemplateWrapper) Container(name string) *TemplateWrapper {
+	w.t.Spec.PodTemplate.Spec.Containers[0].Name = name
+	return w
+}
+
+// Port sets the port the container serves and the gateway proxies to.
+func (w *TemplateWrapper) Port(port int32) *TemplateWrapper {
+	w.t.Spec.PodTemplate.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: port}}
+	w.t.Spec.HTTP.Port = port
+	return w
+}
+
+// StripPrefix sets http.stripPrefix.
+func (w *TemplateWrapper) StripPrefix(strip bool) *TemplateWrapper {
+	w.t.Spec.HTTP.StripPrefix = &strip
+	return w
+}
+
+// Routing sets http.routing.
+func (w *TemplateWrapper) Routing(r v1alpha1.Routing) *TemplateWrapper {
+	w.t.Spec.HTTP.Routing = r
+	return w
+}
+
+// Idle stops environments after d without activity.
+func (w *TemplateWrapper) Idle(d time.Duration) *TemplateWrapper {
+	w.t.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: d}}
+	return w
+}
+
+// Volume adds a volume mounted at mountPath.
+func (w *TemplateWrapper) Volume(name, mountPath string) *TemplateWrapper {
+	w.t.Spec.Volumes = append(w.t.Spec.Volumes, v1alpha1.VolumeSpec{Name: name, MountPath: mountPath})
+	return w
+}
+
+// Rollout sets the rollout policy, and maxUnavailable when not empty.
+func (w *TemplateWrapper) Rollout(policy v1alpha1.RolloutPolicy, maxUnavailable string) *TemplateWrapper {
+	w.t.Spec.Rollout.Policy = policy
+	if maxUnavailable != "" {
+		mu := intstr.Parse(maxUnavailable)
+		w.t.Spec.Rollout.MaxUnavailable = &mu
+	}
+	return w
+}
+
+// AutoProvision lets users of these e-mail domains self-provision.
+func (w *TemplateWrapper) AutoProvision(emailDomains ...string) *TemplateWrapper {
+	w.t.Spec.AutoProvision = &v1alpha1.AutoProvisionSpec{EmailDomains: emailDomains}
+	return w
+}
+
+// UserlandWrapper builds a Userland.
+type UserlandWrapper struct{ u v1alpha1.Userland }
+
+// MakeUserland is a Userland of user from the Template named template.
+func MakeUserland(namespace, name, user, template string) *UserlandWrapper {
+	return &UserlandWrapper{u: v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       v1alpha1.UserlandSpec{User: user, TemplateRef: v1alpha1.TemplateReference{Name: template}},
+	}}
+}
+
+// Obj returns the Userland.
+func (w *UserlandWrapper) Obj() *v1alpha1.Userland { return w.u.DeepCopy() }
+
+// ClusterTemplate refers to a ClusterTemplate instead.
+func (w *UserlandWrapper) ClusterTemplate() *UserlandWrapper {
+	w.u.Spec.TemplateRef.Kind = v1alpha1.TemplateKindClusterTemplate
+	return w
+}
+
+// Suspend sets spec.suspend.
+func (w *UserlandWrapper) Suspend() *UserlandWrapper {
+	w.u.Spec.Suspend = true
+	return w
+}
