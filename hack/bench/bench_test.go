@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestInterleavedRunsRoundByRoundAndKeepsTheMedian(t *testing.T) {
+func TestInterleavedRunsRoundByRoundAndKeepsEveryRun(t *testing.T) {
 	rps := map[string][]float64{"a": {30, 10, 20}, "b": {5, 7, 6}}
 	var calls []string
 	round := map[string]int{}
@@ -16,14 +16,35 @@ func TestInterleavedRunsRoundByRoundAndKeepsTheMedian(t *testing.T) {
 		r := loadResult{RPS: rps[name][round[name]]}
 		round[name]++
 		return r
-	}, func(r loadResult) float64 { return r.RPS })
+	})
 
-	if diff := cmp.Diff([]string{"a", "b", "a", "b", "a", "b"}, calls); diff != "" {
+	// Each round starts one target further along.
+	if diff := cmp.Diff([]string{"a", "b", "b", "a", "a", "b"}, calls); diff != "" {
 		t.Errorf("run order (-want +got):\n%s", diff)
 	}
 	want := map[string]loadResult{"a": {RPS: 20}, "b": {RPS: 6}}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, medians(got, func(r loadResult) float64 { return r.RPS })); diff != "" {
 		t.Errorf("medians (-want +got):\n%s", diff)
+	}
+}
+
+func TestPairedRatioComparesWithinEachRound(t *testing.T) {
+	// The baseline drifts from 100 to 300 while the target stays at 0.9 of
+	// it in every round: pairing round by round gives 0.9 whatever the
+	// drift.
+	bare := []loadResult{{RPS: 100}, {RPS: 300}, {RPS: 200}}
+	gw := []loadResult{{RPS: 90}, {RPS: 270}, {RPS: 180}}
+	if got := pairedRatio(gw, bare); got < 0.899 || got > 0.901 {
+		t.Errorf("pairedRatio = %v, want 0.9", got)
+	}
+	// A drift that falls between rounds does not leak into the ratio.
+	bare = []loadResult{{RPS: 100}, {RPS: 100}, {RPS: 100}}
+	gw = []loadResult{{RPS: 80}, {RPS: 95}, {RPS: 300}}
+	if got := pairedRatio(gw, bare); got != 0.95 {
+		t.Errorf("pairedRatio = %v, want the median 0.95", got)
+	}
+	if got := pairedRatio(nil, bare); got != 0 {
+		t.Errorf("pairedRatio of nothing = %v, want 0", got)
 	}
 }
 

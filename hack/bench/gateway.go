@@ -90,24 +90,58 @@ func child(role string, args ...string) (*process, string, error) {
 
 // interleaved runs every target rounds times, round by round, so drift on
 // the shared machine (the cluster's own background work, a GC cycle, a
-// noisy neighbour) falls on all of them alike, and keeps each target's
-// median run by key. One 10 s run per target had the gateway at 0.73 and
-// at 1.08 of the bare proxy in two runs of the same code.
-func interleaved(rounds int, order []string, run func(name string) loadResult, key func(loadResult) float64) map[string]loadResult {
+// noisy neighbour) falls on all of them alike; each round starts one target
+// further along the order, so no target always runs right after the same
+// one. It returns every run, in round order, by target. One 10 s run per
+// target had the gateway at 0.73 and at 1.08 of the bare proxy in two runs
+// of the same code.
+func interleaved(rounds int, order []string, run func(name string) loadResult) map[string][]loadResult {
 	runs := map[string][]loadResult{}
-	for range rounds {
-		for _, name := range order {
+	for round := range rounds {
+		for i := range order {
+			name := order[(round+i)%len(order)]
 			r := run(name)
 			logf("  %s: %.0f req/s, p50 %s, p99 %s, %d errors", name, r.RPS, ms(r.P50), ms(r.P99), r.Errors)
 			runs[name] = append(runs[name], r)
 		}
 	}
-	median := map[string]loadResult{}
-	for name, rs := range runs {
-		sort.Slice(rs, func(i, j int) bool { return key(rs[i]) < key(rs[j]) })
-		median[name] = rs[len(rs)/2]
+	return runs
+}
+
+// medianBy is the run with the median key.
+func medianBy(rs []loadResult, key func(loadResult) float64) loadResult {
+	if len(rs) == 0 {
+		return loadResult{}
 	}
-	return median
+	sorted := append([]loadResult(nil), rs...)
+	sort.Slice(sorted, func(i, j int) bool { return key(sorted[i]) < key(sorted[j]) })
+	return sorted[len(sorted)/2]
+}
+
+// medians is medianBy for every target.
+func medians(runs map[string][]loadResult, key func(loadResult) float64) map[string]loadResult {
+	out := map[string]loadResult{}
+	for name, rs := range runs {
+		out[name] = medianBy(rs, key)
+	}
+	return out
+}
+
+// pairedRatio is the median over rounds of a's throughput over b's in the
+// same round: a target is compared with the baseline that ran seconds
+// before it, not with a baseline from a calmer or busier minute.
+func pairedRatio(a, b []loadResult) float64 {
+	var ratios []float64
+	for i := range min(len(a), len(b)) {
+		if b[i].RPS > 0 {
+			ratios = append(ratios, a[i].RPS/b[i].RPS)
+		}
+	}
+	if len(ratios) == 0 {
+		return 0
+	}
+	sort.Float64s(ratios)
+	return ratios[len(ratios)/2]
 }
 
 // loadResult is one closed- or open-loop run.

@@ -21,16 +21,20 @@ import (
 
 // gatewayResult is everything measured of the gateway.
 type gatewayResult struct {
-	Small, Big map[string]loadResult
-	Half       map[string]loadResult
-	HalfRate   float64
-	WebSockets map[int]map[string]wsResult
+	// Small, Big and Half are each target's median run; SmallRatio and
+	// BigRatio the median per-round throughput against the bare proxy.
+	Small, Big           map[string]loadResult
+	Half                 map[string]loadResult
+	SmallRatio, BigRatio map[string]float64
+	HalfRate             float64
+	WebSockets           map[int]map[string]wsResult
 	// ActivityRecorded is whether each routed environment's last activity
 	// was written by the end of the load runs.
 	ActivityRecorded            map[string]bool
 	GatewayPeakKiB, BarePeakKiB int64
-	// Profile is the top of the gateway's CPU profile under small GETs.
-	Profile string
+	// Profiles are the tops of the gateway's CPU profiles under small GETs,
+	// by target (path and subdomain routing).
+	Profiles map[string]string
 	// Wakes are requests to an idle-stopped environment.
 	Wakes []wakeSample
 	// Slow is the gateway under slow anonymous clients.
@@ -59,7 +63,7 @@ const (
 // main host and one on its own host under the environment domain.
 func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir, bin string, auditLog string) (*gatewayResult, error) {
 	res := &gatewayResult{Small: map[string]loadResult{}, Big: map[string]loadResult{}, Half: map[string]loadResult{},
-		WebSockets: map[int]map[string]wsResult{}, ActivityRecorded: map[string]bool{}}
+		WebSockets: map[int]map[string]wsResult{}, ActivityRecorded: map[string]bool{}, Profiles: map[string]string{}}
 	up, upAddr, err := child("upstream")
 	if err != nil {
 		return nil, err
@@ -103,32 +107,37 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	at := func(name, path string) target { t := targets[name]; t.URL += path; return t }
 
 	logf("gateway: closed loop, %d workers, %d rounds of %s per target", o.concurrency, o.rounds, o.loadFor)
-	profiled := false
-	res.Small = interleaved(o.rounds, targetOrder, func(name string) loadResult {
+	small := interleaved(o.rounds, targetOrder, func(name string) loadResult {
 		var profile chan string
-		if name == targetPath && !profiled {
+		if _, done := res.Profiles[name]; !done && (name == targetPath || name == targetSubdomain) {
 			// Profiled from a second in, for most of the first round.
-			profiled = true
 			profile = make(chan string, 1)
 			go func() {
 				time.Sleep(time.Second)
-				profile <- cpuProfile(http.DefaultClient, "http://"+gw.pprof, filepath.Join(dir, "gateway.pprof"), o.loadFor-2*time.Second)
+				profile <- cpuProfile(http.DefaultClient, "http://"+gw.pprof, filepath.Join(dir, "gateway-"+name+".pprof"), o.loadFor-2*time.Second)
 			}()
 		}
 		r := load(at(name, "/small"), o.concurrency, 0, o.loadFor)
 		if profile != nil {
-			res.Profile = <-profile
+			res.Profiles[name] = <-profile
 		}
 		return r
-	}, func(r loadResult) float64 { return r.RPS })
-	res.Big = interleaved(o.rounds, targetOrder, func(name string) loadResult {
+	})
+	big := interleaved(o.rounds, targetOrder, func(name string) loadResult {
 		return load(at(name, "/big"), o.concurrency/4, 0, o.loadFor)
-	}, func(r loadResult) float64 { return r.RPS })
+	})
+	rps := func(r loadResult) float64 { return r.RPS }
+	res.Small, res.Big = medians(small, rps), medians(big, rps)
+	res.SmallRatio, res.BigRatio = map[string]float64{}, map[string]float64{}
+	for _, name := range targetOrder {
+		res.SmallRatio[name] = pairedRatio(small[name], small[targetBare])
+		res.BigRatio[name] = pairedRatio(big[name], big[targetBare])
+	}
 	res.HalfRate = res.Small[targetPath].RPS / 2
 	logf("gateway: open loop at %.0f req/s, %d rounds of %s per target", res.HalfRate, o.rounds, o.loadFor)
-	res.Half = interleaved(o.rounds, targetOrder, func(name string) loadResult {
+	res.Half = medians(interleaved(o.rounds, targetOrder, func(name string) loadResult {
 		return load(at(name, "/small"), o.concurrency, res.HalfRate, o.loadFor)
-	}, func(r loadResult) float64 { return float64(r.P99) })
+	}), func(r loadResult) float64 { return float64(r.P99) })
 	for name, key := range map[string]string{targetPath: "bench", targetSubdomain: "sub"} {
 		var after v1alpha1.Userland
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "gw", Name: key}, &after); err == nil {

@@ -78,7 +78,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
 	flag.StringVar(&o.bin, "bin", "bin/userland", "the userland binary (make build)")
 	flag.DurationVar(&o.loadFor, "load-duration", 6*time.Second, "duration of each gateway load run")
-	flag.IntVar(&o.rounds, "rounds", 3, "interleaved gateway load runs per target; the median is reported")
+	flag.IntVar(&o.rounds, "rounds", 5, "interleaved gateway load runs per target; medians and per-round ratios are reported")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "closed-loop load concurrency")
 	flag.BoolVar(&o.gateway, "gateway", true, "run the gateway benchmarks")
 	flag.BoolVar(&o.rollout, "rollout", true, "measure rollouts after provisioning")

@@ -64,9 +64,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 	if gw != nil {
 		for _, name := range []string{targetPath, targetSubdomain} {
 			how := routedHow[name]
-			ratio := gw.Small[name].RPS / gw.Small[targetBare].RPS
+			ratio := gw.SmallRatio[name]
 			p("| gateway throughput, small GETs (%s; signed in, authorised, activity recorded) | ≥ 0.8 × bare proxy | %.0f req/s | %.0f req/s | %.2f | %s |", how, gw.Small[name].RPS, gw.Small[targetBare].RPS, ratio, verdict(ratio >= 0.8))
-			ratioBig := gw.Big[name].RPS / gw.Big[targetBare].RPS
+			ratioBig := gw.BigRatio[name]
 			p("| gateway throughput, 1 MiB responses (%s) | ≥ 0.8 × bare proxy | %.0f req/s | %.0f req/s | %.2f | %s |", how, gw.Big[name].RPS, gw.Big[targetBare].RPS, ratioBig, verdict(ratioBig >= 0.8))
 		}
 		for _, name := range []string{targetPath, targetSubdomain} {
@@ -149,7 +149,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		p("")
 		p("## Gateway")
 		p("")
-		p("Closed loop, %d workers for small GETs (64 B) and %d for 1 MiB responses; each target ran %d rounds of %s, interleaved (direct, bare, gateway, subdomain, then again), and the round with the median throughput is shown (the median p99 for the open loop). `gateway` is routed by path on the main host with the session cookie; `subdomain` is another environment of the same user on its own host under the environment domain (`--base-domain`), with that host's own cookie from the sign-in hand-off, found through the host-label index. Both are authorised against the informer cache and proxied with activity recorded (last activity written: path %v, subdomain %v).", o.concurrency, o.concurrency/4, o.rounds, o.loadFor, gw.ActivityRecorded[targetPath], gw.ActivityRecorded[targetSubdomain])
+		p("Closed loop, %d workers for small GETs (64 B) and %d for 1 MiB responses; each target ran %d rounds of %s, interleaved (direct, bare, gateway, subdomain, each round starting one further along the list), and the round with the median throughput is shown (the median p99 for the open loop). The ratios in the targets are the median, over rounds, of each target's throughput over the bare proxy's in the same round, so a slow or fast minute on this shared machine falls on both sides of a ratio. `gateway` is routed by path on the main host with the session cookie; `subdomain` is another environment of the same user on its own host under the environment domain (`--base-domain`), with that host's own cookie from the sign-in hand-off, its Userland read by the readable host label (hashed labels go through an index). Both are authorised against the informer cache and proxied with activity recorded (last activity written: path %v, subdomain %v).", o.concurrency, o.concurrency/4, o.rounds, o.loadFor, gw.ActivityRecorded[targetPath], gw.ActivityRecorded[targetSubdomain])
 		p("")
 		p("| target | small req/s | small p50 | small p99 | 1 MiB req/s | 1 MiB p99 | errors |")
 		p("|---|---|---|---|---|---|---|")
@@ -168,13 +168,15 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		}
 		p("")
 		p("Peak RSS during the load runs: gateway %.1f MiB, bare proxy %.1f MiB. WebSockets are then held by freshly started gateway and bare-proxy processes, each connection sending a frame every 5 s, and RSS growth is divided by the connections held.", float64(gw.GatewayPeakKiB)/1024, float64(gw.BarePeakKiB)/1024)
-		if gw.Profile != "" {
-			p("")
-			p("CPU profile of the gateway under the small-GET closed loop (`go tool pprof -top`):")
-			p("")
-			p("```")
-			p("%s", gw.Profile)
-			p("```")
+		for _, name := range []string{targetPath, targetSubdomain} {
+			if top := gw.Profiles[name]; top != "" {
+				p("")
+				p("CPU profile of the gateway under the small-GET closed loop, %s (`go tool pprof -top`):", routedHow[name])
+				p("")
+				p("```")
+				p("%s", top)
+				p("```")
+			}
 		}
 	}
 	if gw != nil && gw.Slow != nil {

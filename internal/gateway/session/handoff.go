@@ -170,9 +170,14 @@ func (s *Store) LoadEnv(r *http.Request, env EnvTarget) (Identity, error) {
 	if err != nil {
 		return Identity{}, ErrNoSession
 	}
-	var p envPayload
-	if err := securecookie.DecodeMulti(s.hostName(envCookie), c.Value, &p, s.codecs...); err != nil ||
-		p.User == "" || p.Env != env || s.now().Unix() >= p.Expires {
+	p, known := s.verifiedEnv.get(c.Value)
+	if !known {
+		if err := securecookie.DecodeMulti(s.hostName(envCookie), c.Value, &p, s.codecs...); err != nil || p.User == "" {
+			return Identity{}, ErrNoSession
+		}
+		s.verifiedEnv.put(c.Value, p)
+	}
+	if p.Env != env || s.now().Unix() >= p.Expires {
 		return Identity{}, ErrNoSession
 	}
 	return p.Identity, nil

@@ -54,20 +54,42 @@ type Store struct {
 	secure   bool
 	now      func() time.Time
 
-	// verified remembers cookies that decoded and verified, by value:
-	// every proxied request carries one, and verifying it (HMAC, AES,
-	// JSON) was the largest piece of the gateway's own CPU per request
-	// (docs/benchmarks.md). An entry is only as good as its payload's
-	// expiry, which is checked on every use.
-	verifiedMu sync.RWMutex
-	verified   map[string]payload
+	// verified and verifiedEnv remember session and environment cookies
+	// that decoded and verified, by value: every proxied request carries
+	// one, and verifying it (HMAC, AES, JSON) was the largest piece of the
+	// gateway's own CPU per request (docs/benchmarks.md). An entry is only
+	// as good as its payload's expiry, which is checked on every use.
+	verified    memo[payload]
+	verifiedEnv memo[envPayload]
 
 	// used makes hand-off tokens single-use on this replica.
 	used redeemed
 }
 
-// maxVerified bounds the verified-cookie memo; when full it starts over.
+// maxVerified bounds a verified-cookie memo; when full it starts over.
 const maxVerified = 16384
+
+// memo maps cookie values that verified to what they carry.
+type memo[T any] struct {
+	mu sync.RWMutex
+	m  map[string]T
+}
+
+func (m *memo[T]) get(value string) (T, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	p, ok := m.m[value]
+	return p, ok
+}
+
+func (m *memo[T]) put(value string, p T) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil || len(m.m) >= maxVerified {
+		m.m = map[string]T{}
+	}
+	m.m[value] = p
+}
 
 // NewStore builds a store. The first key signs and encrypts new sessions;
 // every key is accepted when reading, so keys rotate without signing
@@ -97,7 +119,7 @@ func NewStore(keys []Key, ttl time.Duration, secure bool, now func() time.Time) 
 		sc.MaxAge(int(ttl.Seconds()) + 60)
 		sc.SetSerializer(securecookie.JSONEncoder{})
 	}
-	return &Store{codecs: codecs, csrfKeys: csrfKeys, ttl: ttl, secure: secure, now: now, verified: map[string]payload{}}, nil
+	return &Store{codecs: codecs, csrfKeys: csrfKeys, ttl: ttl, secure: secure, now: now}, nil
 }
 
 // Save writes a session cookie for id.
@@ -138,19 +160,12 @@ func (s *Store) LoadSession(r *http.Request) (Identity, time.Time, error) {
 	if err != nil {
 		return Identity{}, time.Time{}, ErrNoSession
 	}
-	s.verifiedMu.RLock()
-	p, known := s.verified[c.Value]
-	s.verifiedMu.RUnlock()
+	p, known := s.verified.get(c.Value)
 	if !known {
 		if err := securecookie.DecodeMulti(CookieName, c.Value, &p, s.codecs...); err != nil || p.User == "" {
 			return Identity{}, time.Time{}, ErrNoSession
 		}
-		s.verifiedMu.Lock()
-		if len(s.verified) >= maxVerified {
-			clear(s.verified)
-		}
-		s.verified[c.Value] = p
-		s.verifiedMu.Unlock()
+		s.verified.put(c.Value, p)
 	}
 	if s.now().Unix() >= p.Expires {
 		return Identity{}, time.Time{}, ErrNoSession
