@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -90,16 +91,23 @@ func child(role string, args ...string) (*process, string, error) {
 
 // interleaved runs every target rounds times, round by round, so drift on
 // the shared machine (the cluster's own background work, a GC cycle, a
-// noisy neighbour) falls on all of them alike; each round starts one target
-// further along the order, so no target always runs right after the same
-// one. It returns every run, in round order, by target. One 10 s run per
-// target had the gateway at 0.73 and at 1.08 of the bare proxy in two runs
-// of the same code.
+// noisy neighbour) falls on all of them alike. The first round keeps the
+// given order; later ones shuffle it (with a fixed seed, so runs are
+// comparable), so no target always follows the same one, and a second
+// passes between runs for the last run's connections to close. It returns
+// every run, in round order, by target. One 10 s run per target had the
+// gateway at 0.73 and at 1.08 of the bare proxy in two runs of the same
+// code.
 func interleaved(rounds int, order []string, run func(name string) loadResult) map[string][]loadResult {
 	runs := map[string][]loadResult{}
+	shuffle := rand.New(rand.NewPCG(1, 2))
 	for round := range rounds {
-		for i := range order {
-			name := order[(round+i)%len(order)]
+		this := append([]string(nil), order...)
+		if round > 0 {
+			shuffle.Shuffle(len(this), func(i, j int) { this[i], this[j] = this[j], this[i] })
+		}
+		for _, name := range this {
+			time.Sleep(settle)
 			r := run(name)
 			logf("  %s: %.0f req/s, p50 %s, p99 %s, %d errors", name, r.RPS, ms(r.P50), ms(r.P99), r.Errors)
 			runs[name] = append(runs[name], r)
@@ -107,6 +115,9 @@ func interleaved(rounds int, order []string, run func(name string) loadResult) m
 	}
 	return runs
 }
+
+// settle is the pause before each load run.
+var settle = time.Second
 
 // medianBy is the run with the median key.
 func medianBy(rs []loadResult, key func(loadResult) float64) loadResult {
