@@ -72,7 +72,7 @@ test: control-plane ## Run all tests against a real control plane and headless C
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: build control-plane ## Run the benchmarks (about 17 minutes on 2 cores) and write docs/benchmarks.md.
+bench: build control-plane ## Run the benchmarks (about 19 minutes on 2 cores) and write docs/benchmarks.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench $(BENCH_FLAGS)
 
 .PHONY: bench-large
