@@ -162,7 +162,8 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 		logf("gateway: %d slow anonymous clients", o.slowClients)
 		probe := target{URL: "http://" + gwAddr + "/u/gw/bench/small", Host: mainHost, Cookie: sessionCookie}
 		res.Slow = slowClients(ctx, gwAddr, mainHost, gwProc.cmd.Process.Pid, o.slowClients, probe)
-		if gwProc, gwAddr, err = restart(gwProc, gw); err != nil {
+		gwProc.stop()
+		if gwProc, gwAddr, err = gw.start(); err != nil {
 			return nil, err
 		}
 	}
@@ -180,12 +181,6 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 		time.Sleep(3 * time.Second)
 	}
 	return res, nil
-}
-
-// restart stops a gateway and starts a fresh one.
-func restart(p *process, gw *benchGatewayProcess) (*process, string, error) {
-	p.stop()
-	return gw.start()
 }
 
 // gatewayUserlands creates the gateway's user and its two environments,

@@ -38,21 +38,18 @@ func IndexHosts(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 }
 
-// userlandForLabel finds the one Userland whose host label is label. A
-// readable label ("<name>--<namespace>") names its Userland, which is read
-// directly; only a hashed one needs the index. Either way the label must
-// be the one naming.HostLabel gives the Userland found.
+// userlandForLabel finds the Userland a host label names. A readable label
+// ("<name>--<namespace>") names it outright, so it is not read here: every
+// caller goes on to the access check (authz.Policy.Check), which reads it
+// once and answers a missing one like a forbidden one. Only a hashed label
+// needs the index. Either way the label must be the one naming.HostLabel
+// gives the Userland.
 func (s *Server) userlandForLabel(ctx context.Context, label string) (types.NamespacedName, bool) {
 	if name, namespace, ok := strings.Cut(label, "--"); ok {
-		key := types.NamespacedName{Namespace: namespace, Name: name}
 		if naming.HostLabel(namespace, name) != label {
 			return types.NamespacedName{}, false
 		}
-		var ul v1alpha1.Userland
-		if err := s.Reader.Get(ctx, key, &ul); err != nil {
-			return types.NamespacedName{}, false
-		}
-		return key, true
+		return types.NamespacedName{Namespace: namespace, Name: name}, true
 	}
 	var list v1alpha1.UserlandList
 	if err := s.Reader.List(ctx, &list, client.MatchingFields{HostIndex: label}); err != nil || len(list.Items) != 1 {

@@ -22,7 +22,6 @@ const proxyGCPercent = 400
 // applied: the GC percent ("" when GOGC was set) and the memory limit
 // (math.MaxInt64: none).
 func TuneGC() (gcPercent string, memoryLimit int64, err error) {
-	gcPercent = ""
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(proxyGCPercent)
 		gcPercent = strconv.Itoa(proxyGCPercent)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
 
 // startAPI starts etcd and kube-apiserver with a certificate authority of
@@ -194,15 +192,11 @@ func (c *Cluster) installCRDs(ctx context.Context) error {
 			if ext := filepath.Ext(entry.Name()); entry.IsDir() || (ext != ".yaml" && ext != ".yml") {
 				continue
 			}
-			data, err := os.ReadFile(filepath.Join(dir, entry.Name()))
+			objs, err := readObjects(filepath.Join(dir, entry.Name()))
 			if err != nil {
 				return err
 			}
-			for _, doc := range strings.Split("\n"+string(data), "\n---") {
-				obj := &unstructured.Unstructured{}
-				if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-					return fmt.Errorf("parsing %s: %w", entry.Name(), err)
-				}
+			for _, obj := range objs {
 				if obj.GetKind() == "CustomResourceDefinition" {
 					crds = append(crds, obj)
 				}

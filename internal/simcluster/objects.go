@@ -17,23 +17,35 @@ import (
 // CreateFromFile creates every object in a multi-document YAML file;
 // objects that already exist are left as they are.
 func (c *Cluster) CreateFromFile(ctx context.Context, path string) error {
-	data, err := os.ReadFile(path)
+	objs, err := readObjects(path)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
+		return err
 	}
-	for _, doc := range strings.Split("\n"+string(data), "\n---") {
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			return fmt.Errorf("parsing %s: %w", path, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	for _, obj := range objs {
 		if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating %s %s from %s: %w", obj.GetKind(), obj.GetName(), path, err)
 		}
 	}
 	return nil
+}
+
+// readObjects parses every object in a multi-document YAML file.
+func readObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range strings.Split("\n"+string(data), "\n---") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	return objs, nil
 }
 
 // ConfigBoundTo returns a client configuration for user, who is granted
