@@ -275,7 +275,7 @@ func TestPrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	tab := table(t, fmt.Sprintf("/apis/userland.dev/v1alpha1/namespaces/%s/userlands", ns))
-	if diff := cmp.Diff([]string{"Name", "User", "Template", "Phase", "URL", "Last Activity", "Age"}, columns(tab)); diff != "" {
+	if diff := cmp.Diff([]string{"Name", "User", "Template", "Phase", "URL", "Last Used", "Age"}, columns(tab)); diff != "" {
 		t.Errorf("Userland columns (-want +got):\n%s", diff)
 	}
 	if len(tab.Rows) != 1 {

@@ -206,6 +206,67 @@ type IdleSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="must be a duration such as 30m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1m')",message="must be at least 1m"
 	Timeout metav1.Duration `json:"timeout"`
+
+	// WarnBefore is how long before an idle stop the user is told: the
+	// Userland's status.idleStopTime is set, an IdleStopSoon event is
+	// recorded and the dashboard shows a notice with a button that keeps
+	// the environment running. Any activity that counts cancels it.
+	// Defaults to 5m, and never more than half the timeout.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="must be a duration such as 5m"
+	// +optional
+	WarnBefore *metav1.Duration `json:"warnBefore,omitempty"`
+
+	// Activity says which traffic means a person is using the environment.
+	// When absent every request counts, and on WebSockets every message
+	// the browser sends that carries data; pings, pongs and what the
+	// environment sends never count. The samples carry presets for VS
+	// Code, Jupyter and phpMyAdmin.
+	// +optional
+	Activity *ActivitySpec `json:"activity,omitempty"`
+}
+
+// ActivitySpec tells traffic an open, untouched page makes by itself
+// (polls, keepalives, latency probes) from traffic a person makes.
+type ActivitySpec struct {
+	// IgnorePaths are path prefixes, as the environment sees them, of the
+	// app's background reads: GET and HEAD requests (WebSocket opens
+	// included) whose path starts with one of them do not count. Requests
+	// with any other method always count: apps write when a person acts.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^/`
+	// +listType=atomic
+	// +optional
+	IgnorePaths []string `json:"ignorePaths,omitempty"`
+
+	// WebSocket says which WebSocket messages from the browser count.
+	// +optional
+	WebSocket *WebSocketActivitySpec `json:"webSocket,omitempty"`
+}
+
+// WebSocketActivitySpec filters the messages a browser sends on a
+// WebSocket. The gateway reads only frame headers, and with IgnoreMessages
+// the first 256 bytes of each message; it asks the environment not to
+// compress messages (permessage-deflate) when IgnoreMessages is set, since
+// compressed bytes cannot be matched.
+type WebSocketActivitySpec struct {
+	// MinMessageBytes: messages with fewer payload bytes do not count
+	// (an app's fixed-size keepalives and acknowledgements).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MinMessageBytes int32 `json:"minMessageBytes,omitempty"`
+
+	// IgnoreMessages are RE2 regular expressions matched against the first
+	// 256 bytes of each message; a message that matches any does not count
+	// (an app's latency probes and heartbeats).
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	// +optional
+	IgnoreMessages []string `json:"ignoreMessages,omitempty"`
 }
 
 // RolloutPolicy says when a template change reaches a running environment.

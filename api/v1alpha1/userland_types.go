@@ -81,6 +81,20 @@ const (
 	StoppedIdle StoppedReason = "Idle"
 )
 
+// ActivitySource says what kind of use the gateway last recorded.
+// +kubebuilder:validation:Enum=Request;WebSocket;KeepRunning
+type ActivitySource string
+
+const (
+	// ActivityRequest is an HTTP request that counts as use.
+	ActivityRequest ActivitySource = "Request"
+	// ActivityWebSocket is a WebSocket message from the browser that
+	// counts as use.
+	ActivityWebSocket ActivitySource = "WebSocket"
+	// ActivityKeepRunning is the user's answer to an idle warning.
+	ActivityKeepRunning ActivitySource = "KeepRunning"
+)
+
 // UserlandStatus is what the controller and the gateway observed.
 type UserlandStatus struct {
 	// Phase is Pending, Starting, Ready, Stopped or Failed.
@@ -103,6 +117,19 @@ type UserlandStatus struct {
 	// environment, recorded at most about once a minute.
 	// +optional
 	LastActivityTime *metav1.Time `json:"lastActivityTime,omitempty"`
+
+	// LastActivitySource says what the last activity was: Request (a
+	// request that counts, such as opening a page), WebSocket (a message
+	// the browser sent, such as typing or running a cell) or KeepRunning
+	// (the user answered an idle warning).
+	// +optional
+	LastActivitySource ActivitySource `json:"lastActivitySource,omitempty"`
+
+	// IdleStopTime is when the environment will be stopped for idleness
+	// unless someone uses it. It is set only within the template's
+	// idle.warnBefore of that time.
+	// +optional
+	IdleStopTime *metav1.Time `json:"idleStopTime,omitempty"`
 
 	// StoppedReason is Suspended or Idle while the phase is Stopped.
 	// +optional
@@ -128,7 +155,7 @@ type UserlandStatus struct {
 // +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.templateRef.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
-// +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivityTime`
+// +kubebuilder:printcolumn:name="Last Used",type=date,JSONPath=`.status.lastActivityTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Userland struct {
 	metav1.TypeMeta   `json:",inline"`

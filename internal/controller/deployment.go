@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +50,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	switch {
 	case s.ul.Spec.Suspend:
 		s.running, s.stopReason = false, v1alpha1.StoppedSuspended
+		s.ul.Status.IdleStopTime = nil
 	default:
 		in := IdleInput{Now: s.now, LastActivity: lastActivity, IdleStoppedAt: idleStoppedAt}
 		if startedAt != nil {
@@ -58,10 +60,12 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		}
 		if s.template.Spec.Idle != nil {
 			in.Timeout = &s.template.Spec.Idle.Timeout.Duration
+			in.WarnBefore = WarnBefore(s.template.Spec.Idle)
 		}
 		d := DecideIdle(in)
 		s.running = d.Running
 		result.RequeueAfter = d.RequeueAfter
+		r.warnIdle(s, d.StopAt)
 		switch {
 		case d.Stop:
 			next[AnnotationIdleStoppedAt] = s.now.UTC().Format(time.RFC3339)
@@ -117,6 +121,22 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Stopped", "Stop", "environment scaled to zero (%s)", s.stopReason)
 	}
 	return result, nil
+}
+
+// warnIdle publishes an idle stop that is near (status.idleStopTime, read
+// by the dashboard) with one event when the warning starts, and clears it
+// once activity moved the stop away.
+func (r *UserlandReconciler) warnIdle(s *reconcileState, stopAt *time.Time) {
+	if stopAt == nil {
+		s.ul.Status.IdleStopTime = nil
+		return
+	}
+	if s.ul.Status.IdleStopTime == nil || !s.ul.Status.IdleStopTime.Time.Equal(stopAt.Truncate(time.Second)) {
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "IdleStopSoon", "Stop",
+			"stops at %s unless used (no activity for %s)", stopAt.UTC().Format(time.RFC3339),
+			s.template.Spec.Idle.Timeout.Duration-stopAt.Sub(s.now))
+	}
+	s.ul.Status.IdleStopTime = &metav1.Time{Time: stopAt.Truncate(time.Second)} // as stored
 }
 
 // choosePodTemplate applies the rollout policy: the new pod template, or

@@ -18,6 +18,8 @@ type IdleInput struct {
 	StartedAt time.Time
 	// IdleStoppedAt is set while the environment is stopped for idleness.
 	IdleStoppedAt *time.Time
+	// WarnBefore is how long before the stop users are warned (0: not).
+	WarnBefore time.Duration
 }
 
 // IdleDecision says whether the environment should run.
@@ -28,13 +30,18 @@ type IdleDecision struct {
 	Stop bool
 	// Wake is true when activity after an idle stop starts it again.
 	Wake bool
-	// RequeueAfter is the time left until the idle deadline, or zero.
+	// StopAt is the idle deadline while within WarnBefore of it: users
+	// are being warned.
+	StopAt *time.Time
+	// RequeueAfter is the time left until the warning or the deadline,
+	// or zero.
 	RequeueAfter time.Duration
 }
 
 // DecideIdle applies the idle rules: stop once the later of the last
-// activity and the start is older than the timeout; wake on activity newer
-// than the stop. Waiting is expressed as the exact time to the deadline.
+// activity and the start is older than the timeout; warn WarnBefore ahead;
+// wake on activity newer than the stop. Waiting is expressed as the exact
+// time to the warning or the deadline.
 func DecideIdle(in IdleInput) IdleDecision {
 	if in.IdleStoppedAt != nil {
 		if in.LastActivity != nil && in.LastActivity.After(*in.IdleStoppedAt) {
@@ -53,7 +60,30 @@ func DecideIdle(in IdleInput) IdleDecision {
 	if !in.Now.Before(deadline) {
 		return IdleDecision{Stop: true}
 	}
+	if warn := deadline.Add(-in.WarnBefore); in.WarnBefore > 0 && in.Now.Before(warn) {
+		return IdleDecision{Running: true, RequeueAfter: warn.Sub(in.Now)}
+	} else if in.WarnBefore > 0 {
+		return IdleDecision{Running: true, StopAt: &deadline, RequeueAfter: deadline.Sub(in.Now)}
+	}
 	return IdleDecision{Running: true, RequeueAfter: deadline.Sub(in.Now)}
+}
+
+// DefaultWarnBefore is how long before an idle stop users are warned when
+// the template does not say.
+const DefaultWarnBefore = 5 * time.Minute
+
+// WarnBefore is a template's warning time: its own or the default, and
+// never more than half the timeout (a warning from the first minute on
+// would be noise).
+func WarnBefore(spec *v1alpha1.IdleSpec) time.Duration {
+	if spec == nil {
+		return 0
+	}
+	warn := DefaultWarnBefore
+	if spec.WarnBefore != nil {
+		warn = spec.WarnBefore.Duration
+	}
+	return max(0, min(warn, spec.Timeout.Duration/2))
 }
 
 // RolloutInput is what the rollout decision depends on.

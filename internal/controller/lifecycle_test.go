@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -42,6 +43,18 @@ func TestDecideIdle(t *testing.T) {
 			IdleInput{Now: t0.Add(30 * time.Minute), StartedAt: t0, Timeout: &thirty},
 			IdleDecision{Stop: true},
 		},
+		"warns WarnBefore ahead: waits for the warning first": {
+			IdleInput{Now: t0.Add(10 * time.Minute), StartedAt: t0, Timeout: &thirty, WarnBefore: 5 * time.Minute},
+			IdleDecision{Running: true, RequeueAfter: 15 * time.Minute},
+		},
+		"within the warning: the stop time, and waits for the deadline": {
+			IdleInput{Now: t0.Add(26 * time.Minute), StartedAt: t0, Timeout: &thirty, WarnBefore: 5 * time.Minute},
+			IdleDecision{Running: true, StopAt: at(30 * time.Minute), RequeueAfter: 4 * time.Minute},
+		},
+		"activity during the warning ends it": {
+			IdleInput{Now: t0.Add(27 * time.Minute), StartedAt: t0, LastActivity: at(27 * time.Minute), Timeout: &thirty, WarnBefore: 5 * time.Minute},
+			IdleDecision{Running: true, RequeueAfter: 25 * time.Minute},
+		},
 		"stays stopped without new activity": {
 			IdleInput{Now: t0.Add(5 * time.Hour), StartedAt: t0, LastActivity: at(time.Minute), IdleStoppedAt: at(31 * time.Minute), Timeout: &thirty},
 			IdleDecision{},
@@ -57,6 +70,31 @@ func TestDecideIdle(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestWarnBefore(t *testing.T) {
+	idle := func(timeout time.Duration, warn *time.Duration) *v1alpha1.IdleSpec {
+		s := &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: timeout}}
+		if warn != nil {
+			s.WarnBefore = &metav1.Duration{Duration: *warn}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		spec *v1alpha1.IdleSpec
+		want time.Duration
+	}{
+		{"no idle stop, no warning", nil, 0},
+		{"default", idle(time.Hour, nil), DefaultWarnBefore},
+		{"the template's own", idle(time.Hour, ptr.To(10*time.Minute)), 10 * time.Minute},
+		{"at most half the timeout", idle(4*time.Minute, nil), 2 * time.Minute},
+		{"zero turns it off", idle(time.Hour, ptr.To(time.Duration(0))), 0},
+	} {
+		if got := WarnBefore(tc.spec); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -304,34 +305,76 @@ func TestPodThatCannotStartIsFailedThenRecovers(t *testing.T) {
 
 func TestIdleStopAndWake(t *testing.T) {
 	ctrl := startController(t)
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}}
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
 	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
-	// Four minutes on: not idle yet.
-	ctrl.clock.Step(4 * time.Minute)
-	poke(t, ns, "u")
-	time.Sleep(500 * time.Millisecond)
-	if ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady); ul.Status.StoppedReason != "" {
-		t.Fatalf("stopped after 4 of 5 minutes: %q", ul.Status.StoppedReason)
+	started := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	if started.Status.IdleStopTime != nil {
+		t.Fatalf("warned of an idle stop at the start: %v", started.Status.IdleStopTime)
 	}
 
-	// Past the timeout: stopped for idleness.
-	ctrl.clock.Step(2 * time.Minute)
+	// Four minutes on: not idle yet, but within the warning (by default
+	// half of a 5m timeout) the stop time is published, with an event.
+	ctrl.clock.Step(4 * time.Minute)
+	poke(t, ns, "u")
+	var warned *v1alpha1.Userland
+	eventually(t, 30*time.Second, "idle warning", func(ctx context.Context) (bool, error) {
+		var err error
+		warned, err = get(t, ctx, ns, "u")
+		return err == nil && warned.Status.IdleStopTime != nil, err
+	})
+	if warned.Status.Phase != v1alpha1.PhaseReady || warned.Status.StoppedReason != "" {
+		t.Fatalf("stopped after 4 of 5 minutes: %s %q", warned.Status.Phase, warned.Status.StoppedReason)
+	}
+	if left := warned.Status.IdleStopTime.Sub(ctrl.clock.Now()); left <= 0 || left > time.Minute+time.Second {
+		t.Errorf("idle stop in %s by the controller's clock, want within a minute", left)
+	}
+	eventually(t, 30*time.Second, "IdleStopSoon event", func(ctx context.Context) (bool, error) {
+		var events eventsv1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "IdleStopSoon" && e.Regarding.Name == "u" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	// Someone uses it: the warning goes.
+	recordActivity(t, warned, ctrl.clock.Now())
+	eventually(t, 30*time.Second, "warning cleared by activity", func(ctx context.Context) (bool, error) {
+		ul, err := get(t, ctx, ns, "u")
+		return err == nil && ul.Status.IdleStopTime == nil, err
+	})
+
+	// Past the timeout from that activity: stopped for idleness.
+	ctrl.clock.Step(6 * time.Minute)
 	poke(t, ns, "u")
 	ul := waitStopped(t, ns, "u", v1alpha1.StoppedIdle)
+	if ul.Status.IdleStopTime != nil {
+		t.Errorf("stopped, yet still warning of a stop at %v", ul.Status.IdleStopTime)
+	}
 
 	// Activity after the stop (as the gateway records it) wakes it.
 	ctrl.clock.Step(time.Minute)
+	recordActivity(t, ul, ctrl.clock.Now())
+	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+}
+
+// recordActivity writes activity as the gateway does.
+func recordActivity(t *testing.T, ul *v1alpha1.Userland, at time.Time) {
+	t.Helper()
 	patch := client.MergeFrom(ul.DeepCopy())
-	ul.Status.LastActivityTime = &metav1.Time{Time: ctrl.clock.Now()}
-	if err := env.Client.Status().Patch(ctx, ul, patch); err != nil {
+	ul.Status.LastActivityTime = &metav1.Time{Time: at}
+	ul.Status.LastActivitySource = v1alpha1.ActivityWebSocket
+	if err := env.Client.Status().Patch(context.Background(), ul, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
 }
 
 // TestStartActionWakesAnIdleStoppedEnvironment: the dashboard's and the

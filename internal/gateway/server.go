@@ -26,6 +26,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/route"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/idle"
 	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/templates"
 )
@@ -72,6 +73,9 @@ type Server struct {
 	Metrics *Metrics
 	// Dashboard is the web UI at "/"; nil serves 404 there.
 	Dashboard *dashboard.Dashboard
+
+	// idleRules holds each template's compiled activity rules.
+	idleRules idle.Cache
 
 	wakingMu sync.Mutex
 	// waking remembers environments this replica is waking, so the burst
@@ -191,7 +195,8 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 		http.Error(w, "environment address unknown", http.StatusBadGateway)
 		return
 	}
-	req := proxy.Request{Upstream: upstream, Identity: id, Activity: func() { s.Activity.Touch(key) }}
+	req := proxy.Request{Upstream: upstream, Identity: id, Rules: s.idleRules.Get(spec.Idle),
+		Activity: func(source v1alpha1.ActivitySource) { s.Activity.Touch(key, source) }}
 	switch {
 	case !pathRouted:
 		req.Path = r.URL.EscapedPath()

@@ -219,6 +219,38 @@ func TestTemplatesViolatingPodSecurityAreRejected(t *testing.T) {
 	assertCauses(t, env.Client.Patch(ctx, &ok, patch), map[string]string{"spec.podTemplate.spec.volumes": "hostPath volumes"})
 }
 
+// TestIdleActivityRulesAreChecked: the schema checks the paths; the
+// webhook compiles the message expressions, naming the one that fails.
+func TestIdleActivityRulesAreChecked(t *testing.T) {
+	startWebhooks(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tmpl := compliant(ns, "jupyter")
+	tmpl.Spec.Idle = &v1alpha1.IdleSpec{
+		Timeout: metav1.Duration{Duration: 30 * time.Minute},
+		Activity: &v1alpha1.ActivitySpec{
+			IgnorePaths: []string{"/api/kernels"},
+			WebSocket:   &v1alpha1.WebSocketActivitySpec{MinMessageBytes: 14, IgnoreMessages: []string{`^\x09`, `ping(`}},
+		},
+	}
+	assertCauses(t, env.Client.Create(ctx, tmpl), map[string]string{
+		"spec.idle.activity.webSocket.ignoreMessages[1]": "missing closing )",
+	})
+	ct := &v1alpha1.ClusterTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ct-" + ns}, Spec: v1alpha1.ClusterTemplateSpec{TemplateSpec: tmpl.Spec}}
+	assertCauses(t, env.Client.Create(ctx, ct), map[string]string{
+		"spec.idle.activity.webSocket.ignoreMessages[1]": "missing closing )",
+	})
+	tmpl.Spec.Idle.Activity.IgnorePaths = []string{"api/kernels"}
+	assertCauses(t, env.Client.Create(ctx, tmpl), map[string]string{
+		"spec.idle.activity.ignorePaths[0]": "should match '^/'",
+	})
+	tmpl.Spec.Idle.Activity.IgnorePaths = []string{"/api/kernels"}
+	tmpl.Spec.Idle.Activity.WebSocket.IgnoreMessages = []string{`^\x09`}
+	if err := env.Client.Create(ctx, tmpl); err != nil {
+		t.Fatalf("valid rules rejected: %v", err)
+	}
+}
+
 func assertCauses(t *testing.T, err error, want map[string]string) {
 	t.Helper()
 	var status apierrors.APIStatus

@@ -15,13 +15,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/idle"
 )
 
 // ValidateTemplateSpec checks what the schema cannot about a template's
-// spec: the pod template against the Pod Security Standards level. Template
-// and ClusterTemplate share it.
+// spec: the pod template against the Pod Security Standards level, and
+// the idle activity rules' expressions. Template and ClusterTemplate share
+// it.
 func ValidateTemplateSpec(ps *PodSecurity, spec *v1alpha1.TemplateSpec, fldPath *field.Path) field.ErrorList {
-	return ps.Validate(&spec.PodTemplate, fldPath.Child("podTemplate"))
+	errs := ps.Validate(&spec.PodTemplate, fldPath.Child("podTemplate"))
+	return append(errs, idle.Validate(spec.Idle, fldPath.Child("idle"))...)
 }
 
 func invalid(kind, name string, errs field.ErrorList) error {

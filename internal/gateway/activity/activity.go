@@ -29,8 +29,14 @@ type Recorder struct {
 	Now func() time.Time
 
 	mu      sync.Mutex
-	pending map[types.NamespacedName]time.Time
+	pending map[types.NamespacedName]use
 	written map[types.NamespacedName]time.Time
+}
+
+// use is one recorded use: when, and what kind.
+type use struct {
+	at     time.Time
+	source v1alpha1.ActivitySource
 }
 
 func (r *Recorder) now() time.Time {
@@ -47,47 +53,54 @@ func (r *Recorder) interval() time.Duration {
 	return time.Minute
 }
 
-// Touch notes activity for a Userland. It is cheap: called on every byte
-// copied.
-func (r *Recorder) Touch(key types.NamespacedName) {
+// Touch notes use of a Userland. It is cheap: called on every request
+// and WebSocket message that counts.
+func (r *Recorder) Touch(key types.NamespacedName, source v1alpha1.ActivitySource) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pending == nil {
-		r.pending = map[types.NamespacedName]time.Time{}
+		r.pending = map[types.NamespacedName]use{}
 	}
-	r.pending[key] = now
+	r.pending[key] = use{at: now, source: source}
 }
 
 // Wake writes activity for a Userland now: a stopped environment is started
 // by the controller when it sees activity newer than the stop.
 func (r *Recorder) Wake(ctx context.Context, key types.NamespacedName) error {
-	return r.write(ctx, key, r.now())
+	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityRequest})
+}
+
+// KeepRunning writes activity now for a user who answered an idle
+// warning: it moves the idle stop a full timeout away.
+func (r *Recorder) KeepRunning(ctx context.Context, key types.NamespacedName) error {
+	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityKeepRunning})
 }
 
 // Flush writes pending activity older writes than Interval allow.
 func (r *Recorder) Flush(ctx context.Context) {
 	r.mu.Lock()
-	due := map[types.NamespacedName]time.Time{}
-	for key, at := range r.pending {
-		if last, ok := r.written[key]; ok && at.Sub(last) < r.interval() {
+	due := map[types.NamespacedName]use{}
+	for key, u := range r.pending {
+		if last, ok := r.written[key]; ok && u.at.Sub(last) < r.interval() {
 			continue
 		}
-		due[key] = at
+		due[key] = u
 		delete(r.pending, key)
 	}
 	r.mu.Unlock()
-	for key, at := range due {
-		if err := r.write(ctx, key, at); err != nil {
+	for key, u := range due {
+		if err := r.write(ctx, key, u); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "recording activity", "userland", key)
 		}
 	}
 }
 
-func (r *Recorder) write(ctx context.Context, key types.NamespacedName, at time.Time) error {
-	// A merge patch of just this field: it never conflicts with the
+func (r *Recorder) write(ctx context.Context, key types.NamespacedName, u use) error {
+	// A merge patch of just these fields: it never conflicts with the
 	// controller's status writes, and needs no prior read.
-	patch := fmt.Appendf(nil, `{"status":{"lastActivityTime":%q}}`, metav1.NewTime(at).UTC().Format(time.RFC3339))
+	patch := fmt.Appendf(nil, `{"status":{"lastActivityTime":%q,"lastActivitySource":%q}}`,
+		metav1.NewTime(u.at).UTC().Format(time.RFC3339), u.source)
 	ul := &v1alpha1.Userland{}
 	ul.Namespace, ul.Name = key.Namespace, key.Name
 	if err := r.Client.Status().Patch(ctx, ul, client.RawPatch(types.MergePatchType, patch)); err != nil {
@@ -101,7 +114,7 @@ func (r *Recorder) write(ctx context.Context, key types.NamespacedName, at time.
 	if r.written == nil {
 		r.written = map[types.NamespacedName]time.Time{}
 	}
-	r.written[key] = at
+	r.written[key] = u.at
 	return nil
 }
 

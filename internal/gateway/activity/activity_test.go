@@ -42,22 +42,34 @@ func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
 	if !stored().IsZero() {
 		t.Fatal("activity written without any")
 	}
-	r.Touch(key)
+	r.Touch(key, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
 	if got := stored(); !got.Equal(now) {
 		t.Fatalf("first activity stored as %v, want %v", got, now)
 	}
 	first := now
 	now = now.Add(30 * time.Second)
-	r.Touch(key)
+	r.Touch(key, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
 	if got := stored(); !got.Equal(first) {
 		t.Fatalf("activity written again after 30s (%v); the interval is a minute", got)
 	}
 	now = now.Add(31 * time.Second)
-	r.Touch(key)
+	r.Touch(key, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
 	if got := stored(); !got.Equal(now) {
 		t.Fatalf("activity after the interval stored as %v, want %v", got, now)
+	}
+	// What kind of use it was is stored with it.
+	now = now.Add(2 * time.Minute)
+	if err := r.KeepRunning(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.Userland
+	if err := c.Get(ctx, key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.LastActivitySource != v1alpha1.ActivityKeepRunning || !got.Status.LastActivityTime.Time.Equal(now) {
+		t.Errorf("after KeepRunning: %s at %v, want KeepRunning at %v", got.Status.LastActivitySource, got.Status.LastActivityTime, now)
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/idle"
 )
 
 // Identity headers the gateway sets for environments. Whatever a client
@@ -58,9 +60,12 @@ type Request struct {
 	Prefix string
 	// Identity is who the gateway signed in.
 	Identity session.Identity
-	// Activity is called whenever bytes flow in either direction,
-	// including on upgraded (WebSocket) connections.
-	Activity func()
+	// Activity is called whenever the client does something that counts
+	// as use under Rules: a request, or a WebSocket message it sends.
+	// What the environment sends never counts.
+	Activity func(v1alpha1.ActivitySource)
+	// Rules are the template's activity rules (nil: the defaults).
+	Rules *idle.Rules
 	// CookiePath confines cookies the environment sets to its prefix
 	// (path routing); empty with subdomain routing.
 	CookiePath string
@@ -114,9 +119,11 @@ func NewWithTimeout(extraIdentityHeaders []string, responseHeaderTimeout time.Du
 // a tunnel that outlives this call; req.Done reports its end.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
 	if req.Activity == nil {
-		req.Activity = func() {}
+		req.Activity = func(v1alpha1.ActivitySource) {}
 	}
-	req.Activity()
+	if req.Rules.RequestCounts(r.Method, req.Path) {
+		req.Activity(v1alpha1.ActivityRequest)
+	}
 	if isUpgrade(r) {
 		p.serveUpgrade(w, r, req)
 		return
@@ -140,7 +147,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, _ error) { p.unavailable(w, r) },
 	}
-	rp.ServeHTTP(&activityWriter{ResponseWriter: w, activity: req.Activity}, r)
+	rp.ServeHTTP(w, r)
 }
 
 // responseBuffers lends ReverseProxy the tunnels' pooled copy buffers.
@@ -175,17 +182,3 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, req Request) {
 	}
 	stripGatewayCookies(out.Header)
 }
-
-// activityWriter reports activity on every write of a response.
-type activityWriter struct {
-	http.ResponseWriter
-	activity func()
-}
-
-func (a *activityWriter) Write(b []byte) (int, error) {
-	a.activity()
-	return a.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach Flush on the real writer.
-func (a *activityWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }

@@ -17,7 +17,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/echo"
+	"github.com/userland-dev/userland/internal/idle"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/simcluster"
 )
@@ -33,13 +35,20 @@ func echoServer(t testing.TB) *httptest.Server {
 // front puts the proxy behind a real HTTP server, as the gateway does.
 func front(t testing.TB, upstream *httptest.Server, path func(*http.Request) string, activity *atomic.Int64) *httptest.Server {
 	t.Helper()
+	return frontWithRules(t, upstream, path, activity, nil)
+}
+
+// frontWithRules is front applying a template's activity rules.
+func frontWithRules(t testing.TB, upstream *httptest.Server, path func(*http.Request) string, activity *atomic.Int64, rules *idle.Rules) *httptest.Server {
+	t.Helper()
 	p := New([]string{"X-Custom-User"})
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.ServeHTTP(w, r, Request{
 			Upstream: strings.TrimPrefix(upstream.URL, "http://"),
 			Path:     path(r), Prefix: "/u/cs101/taro",
 			Identity: session.Identity{User: "Taro.Yamada@uni.example.ac.jp", Email: "taro@uni.example.ac.jp", Groups: []string{"cs101", "students"}},
-			Activity: func() { activity.Add(1) },
+			Activity: func(v1alpha1.ActivitySource) { activity.Add(1) },
+			Rules:    rules,
 		})
 	}))
 	t.Cleanup(s.Close)
@@ -258,7 +267,7 @@ func upgradeFront(t *testing.T, upstream *httptest.Server, activity *atomic.Int6
 		p.ServeHTTP(w, r, Request{
 			Upstream: strings.TrimPrefix(upstream.URL, "http://"), Path: "/raw",
 			Identity: session.Identity{User: "taro"},
-			Activity: func() { activity.Add(1) },
+			Activity: func(v1alpha1.ActivitySource) { activity.Add(1) },
 			Done:     func() { done <- struct{}{} },
 		})
 	}))

@@ -4,8 +4,9 @@ package proxy
 
 import "net"
 
-// pump copies src to dst until either fails.
-func (t *tunnel) pump(src, dst net.Conn) {
+// pump copies src to dst until either fails, showing observe (if set)
+// every read.
+func (t *tunnel) pump(src, dst net.Conn, observe func([]byte)) {
 	defer t.close()
-	t.copyBuffered(src, dst)
+	t.copyBuffered(src, dst, observe)
 }

@@ -8,16 +8,17 @@ import (
 	"syscall"
 )
 
-// pump copies src to dst until either fails. Between messages it holds no
+// pump copies src to dst until either fails, showing observe (if set)
+// every read. Between messages it holds no
 // buffer: it waits for src to become readable through the runtime's
 // poller, and only then borrows a buffer for one non-blocking read. An
 // idle WebSocket therefore costs its two parked goroutines and sockets,
 // not 64 KiB of buffers.
-func (t *tunnel) pump(src, dst net.Conn) {
+func (t *tunnel) pump(src, dst net.Conn, observe func([]byte)) {
 	defer t.close()
 	sc, ok := src.(syscall.Conn)
 	if !ok {
-		t.copyBuffered(src, dst) // e.g. TLS: bytes are only readable through src
+		t.copyBuffered(src, dst, observe) // e.g. TLS: bytes are only readable through src
 		return
 	}
 	raw, err := sc.SyscallConn()
@@ -51,7 +52,9 @@ func (t *tunnel) pump(src, dst net.Conn) {
 			}
 			return // closed, reset, or end of stream
 		}
-		t.activity()
+		if observe != nil {
+			observe((*buf)[:n])
+		}
 		_, werr := dst.Write((*buf)[:n])
 		copyBuffers.Put(buf)
 		if werr != nil {

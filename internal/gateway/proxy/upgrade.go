@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/wsframe"
 )
 
 // handshakeTimeout bounds dialling the environment and reading its answer
@@ -67,6 +70,10 @@ func (p *Proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, req Request
 	p.rewrite(&httputil.ProxyRequest{In: r, Out: out}, req)
 	out.Header.Set("Connection", "Upgrade")
 	out.Header.Set("Upgrade", protocol)
+	if req.Rules.FiltersMessages() {
+		// Compressed messages cannot be measured or matched.
+		withoutDeflate(out.Header)
+	}
 
 	ctx, cancel := context.WithTimeout(r.Context(), handshakeTimeout)
 	defer cancel()
@@ -164,27 +171,71 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 	if err := clientBuf.Flush(); err != nil {
 		return fmt.Errorf("writing the 101 answer: %w", err)
 	}
+	observe := clientActivity(resp.Header.Get("Upgrade"), req)
 	// Frames the client sent right behind its request.
 	if n := clientBuf.Reader.Buffered(); n > 0 {
 		early, _ := clientBuf.Peek(n)
+		observe(early)
 		if _, err := upstream.Write(early); err != nil {
 			return fmt.Errorf("forwarding early frames: %w", err)
 		}
 	}
 	// Both bufio readers are dropped here; the tunnel reads the sockets.
-	t := &tunnel{a: client, b: upstream, activity: req.Activity, done: req.Done}
-	go t.pump(client, upstream)
-	go t.pump(upstream, client)
+	t := &tunnel{a: client, b: upstream, done: req.Done}
+	go t.pump(client, upstream, observe)
+	go t.pump(upstream, client, nil)
 	return nil
+}
+
+// clientActivity follows what the client sends on a switched connection
+// and reports the messages that count. It reads WebSocket frame headers
+// (and, when the rules match content, a message's first bytes) and skips
+// payloads. A stream that stops parsing as WebSocket, and any other
+// protocol, counts on every read: unsure means in use, never stopped
+// under someone.
+func clientActivity(protocol string, req Request) func([]byte) {
+	anyBytes := func([]byte) { req.Activity(v1alpha1.ActivityWebSocket) }
+	if !strings.EqualFold(protocol, "websocket") {
+		return anyBytes
+	}
+	rules := req.Rules
+	frames := &wsframe.Reader{PrefixLen: rules.PrefixLen(), OnMessage: func(m wsframe.Message) {
+		if rules.MessageCounts(m) {
+			req.Activity(v1alpha1.ActivityWebSocket)
+		}
+	}}
+	return func(b []byte) {
+		if frames.Feed(b) != nil {
+			anyBytes(b)
+		}
+	}
+}
+
+// withoutDeflate removes permessage-deflate from the extensions a client
+// offers, keeping any others.
+func withoutDeflate(h http.Header) {
+	var keep []string
+	for _, v := range h.Values("Sec-WebSocket-Extensions") {
+		for _, ext := range strings.Split(v, ",") {
+			ext = strings.TrimSpace(ext)
+			name, _, _ := strings.Cut(ext, ";")
+			if ext != "" && !strings.EqualFold(strings.TrimSpace(name), "permessage-deflate") {
+				keep = append(keep, ext)
+			}
+		}
+	}
+	h.Del("Sec-WebSocket-Extensions")
+	if len(keep) > 0 {
+		h.Set("Sec-WebSocket-Extensions", strings.Join(keep, ", "))
+	}
 }
 
 // tunnel joins two connections until either side closes or fails; then
 // both are closed, as httputil.ReverseProxy does.
 type tunnel struct {
-	a, b     net.Conn
-	activity func()
-	done     func()
-	once     sync.Once
+	a, b net.Conn
+	done func()
+	once sync.Once
 }
 
 func (t *tunnel) close() {
@@ -202,13 +253,15 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 // copyBuffered is the portable copy loop, which keeps its buffer while it
 // waits for the next read.
-func (t *tunnel) copyBuffered(src, dst net.Conn) {
+func (t *tunnel) copyBuffered(src, dst net.Conn, observe func([]byte)) {
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	for {
 		n, err := src.Read(*buf)
 		if n > 0 {
-			t.activity()
+			if observe != nil {
+				observe((*buf)[:n])
+			}
 			if _, werr := dst.Write((*buf)[:n]); werr != nil {
 				return
 			}
