@@ -19,8 +19,8 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/echo"
-	"github.com/userland-dev/userland/internal/idle"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/idle"
 	"github.com/userland-dev/userland/internal/simcluster"
 )
 
