@@ -80,6 +80,7 @@ func NewServer(opts Options, deps Deps) (*Server, error) {
 	srv.Dashboard = &dashboard.Dashboard{
 		Reader: deps.Reader, Writer: deps.Writer, Events: deps.Events,
 		Policy: srv.Policy, Provisioner: srv.Provisioner, CSRF: store,
+		KeepRunning: srv.Activity.KeepRunning,
 	}
 	if srv.Resolver == nil {
 		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway"
+	"github.com/userland-dev/userland/internal/gateway/dashboard"
 )
 
 var csrfField = regexp.MustCompile(`name="csrf-token" content="([^"]+)"`)
@@ -174,4 +177,79 @@ func TestStaffSuspensionHoldsAgainstTheOwner(t *testing.T) {
 	}
 	act(root, rootToken, "start")
 	waitPhase(t, f.ns, "alice", v1alpha1.PhaseReady)
+}
+
+// TestIdleWarningOffersKeepRunning: near an idle stop the owner's
+// dashboard warns and offers Keep running, which counts as use and ends
+// the warning; nobody else may press it for them.
+func TestIdleWarningOffersKeepRunning(t *testing.T) {
+	f := setup(t, func(s *gateway.Server) {
+		s.Activity.Now = func() time.Time { return clock.Now().Add(time.Second) }
+	})
+	alice := browser(t)
+	token := dashboardToken(t, alice, f, "alice", "alice-pw")
+	// alice owns environments of earlier tests too: look at this one's card.
+	card := func() string {
+		_, home := get(t, alice, f.gateway.URL+"/", nil)
+		_, rest, _ := strings.Cut(home, `data-namespace="`+f.ns+`" data-name="alice"`)
+		c, _, _ := strings.Cut(rest, "</li>")
+		return c
+	}
+	if home := card(); !strings.Contains(home, `data-field="idleWarning" hidden`) {
+		t.Fatalf("an idle warning shows on a fresh environment:\n%.3000s", home)
+	}
+
+	// Three of the template's five minutes pass: the warning (by default
+	// half the timeout) starts.
+	clock.SetTime(clock.Now().Add(3 * time.Minute))
+	var ul v1alpha1.Userland
+	key := client.ObjectKey{Namespace: f.ns, Name: "alice"}
+	if err := env.Client.Get(context.Background(), key, &ul); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.Annotations = map[string]string{"test/poke": "1"}
+	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, status := get(t, alice, f.gateway.URL+"/dashboard/status", map[string]string{"Accept": "application/json"})
+		var entries []dashboard.StatusEntry
+		if err := json.Unmarshal([]byte(status), &entries); err != nil {
+			return false, err
+		}
+		for _, e := range entries {
+			if e.Namespace == f.ns && e.Name == "alice" {
+				return strings.HasPrefix(e.IdleStop, "in "), nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("the status feed never announced the idle stop: %v", err)
+	}
+	if home := card(); strings.Contains(home, `data-field="idleWarning" hidden`) || !strings.Contains(home, "Keep running") {
+		_ = env.Client.Get(context.Background(), key, &ul)
+		t.Fatalf("no idle warning on the dashboard (status %+v):\n%.3000s", ul.Status, home)
+	}
+
+	keep := url.Values{"action": {"keep-running"}, "namespace": {f.ns}, "name": {"alice"}, "csrf": {token}, "rd": {"/"}}
+	bob := browser(t)
+	bobKeep := url.Values{"action": {"keep-running"}, "namespace": {f.ns}, "name": {"alice"}, "csrf": {dashboardToken(t, bob, f, "bob", "bob-pw")}, "rd": {"/"}}
+	if resp := postAction(t, bob, f, bobKeep, nil); !strings.Contains(resp.Header.Get("Location"), "error=") {
+		t.Errorf("bob kept alice's environment running: %s %s", resp.Status, resp.Header.Get("Location"))
+	}
+	if resp := postAction(t, alice, f, keep, nil); resp.StatusCode != http.StatusSeeOther || strings.Contains(resp.Header.Get("Location"), "error=") {
+		t.Fatalf("keep running: %s %s", resp.Status, resp.Header.Get("Location"))
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, key, &ul); err != nil {
+			return false, err
+		}
+		return ul.Status.IdleStopTime == nil && ul.Status.LastActivitySource == v1alpha1.ActivityKeepRunning, nil
+	}); err != nil {
+		t.Fatalf("Keep running did not end the warning: stop time %v, last use %s", ul.Status.IdleStopTime, ul.Status.LastActivitySource)
+	}
+	if ul.Status.Phase != v1alpha1.PhaseReady {
+		t.Errorf("phase %s after Keep running", ul.Status.Phase)
+	}
 }

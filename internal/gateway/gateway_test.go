@@ -465,7 +465,8 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 
 	// A browser gets the progress page; an XHR is held until Ready.
 	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "Starting your environment") {
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "Starting your environment") ||
+		!strings.Contains(body, "stopped because nobody had used it") {
 		t.Fatalf("navigation to a stopped environment: %s %s", resp.Status, body)
 	}
 	start := time.Now()

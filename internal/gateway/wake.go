@@ -4,6 +4,7 @@ import (
 	"context"
 	"html/template"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -113,6 +114,9 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 		if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil && ul.Status.Phase == v1alpha1.PhaseFailed {
 			message = c.Message
 		}
+		if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedIdle {
+			message = idleStoppedMessage(ul, time.Now())
+		}
 	}
 	gatewayPageHeaders(w)
 	w.WriteHeader(code)
@@ -120,4 +124,15 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 		"Name": ul.Name, "Namespace": ul.Namespace, "Phase": phase, "Message": message, "Final": final != "",
 		"Failed": ul.Status.Phase == v1alpha1.PhaseFailed,
 	})
+}
+
+// idleStoppedMessage tells a user coming back why they wait.
+func idleStoppedMessage(ul *v1alpha1.Userland, now time.Time) string {
+	since := ""
+	if t := ul.Status.LastActivityTime; t != nil {
+		since = " since " + now.Sub(t.Time).Round(time.Minute).String() + " ago"
+		since = strings.Replace(since, "m0s", "m", 1)
+	}
+	return "It was stopped because nobody had used it" + since + ", to free the cluster for others. " +
+		"It is starting again now; your files were kept."
 }

@@ -105,11 +105,20 @@ func sortUserlands(items []v1alpha1.Userland) {
 	})
 }
 
+// lastActivity says when and how the environment was last used, e.g.
+// "4m10s ago (WebSocket)", and when an idle stop is near.
 func lastActivity(ul *v1alpha1.Userland, now time.Time) string {
 	if ul.Status.LastActivityTime == nil {
 		return "<none>"
 	}
-	return now.Sub(ul.Status.LastActivityTime.Time).Round(time.Second).String() + " ago"
+	out := now.Sub(ul.Status.LastActivityTime.Time).Round(time.Second).String() + " ago"
+	if src := ul.Status.LastActivitySource; src != "" {
+		out += " (" + string(src) + ")"
+	}
+	if t := ul.Status.IdleStopTime; t != nil && ul.Status.Phase != v1alpha1.PhaseStopped {
+		out += ", idle stop in " + t.Sub(now).Round(time.Second).String()
+	}
+	return out
 }
 
 func phase(ul *v1alpha1.Userland) string {
@@ -142,7 +151,7 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 		return fmt.Errorf("--output %q: want wide, json or yaml", output)
 	}
 	w := tabwriter.NewWriter(o.io.Out, 0, 4, 3, ' ', 0)
-	header := []string{"NAME", "USER", "TEMPLATE", "PHASE", "URL", "LAST ACTIVITY"}
+	header := []string{"NAME", "USER", "TEMPLATE", "PHASE", "URL", "LAST USED"}
 	if o.allNamespaces {
 		header = append([]string{"NAMESPACE"}, header...)
 	}

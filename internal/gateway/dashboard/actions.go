@@ -44,6 +44,8 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, id session.Id
 		flash, err = d.create(ctx, id, key, r.PostFormValue("kind"), r.PostFormValue("template"))
 	case "start", "stop", "restart", "apply":
 		flash, err = d.act(ctx, id, key, verb)
+	case "keep-running":
+		flash, err = d.keepRunning(ctx, id, key)
 	default:
 		err = fmt.Errorf("unknown action %q", verb)
 	}
@@ -86,6 +88,19 @@ func (d *Dashboard) act(ctx context.Context, id session.Identity, key types.Name
 	}
 	done := map[string]string{"start": "starting", "stop": "stopping", "restart": "restarting", "apply": "applying the update to"}[verb]
 	return fmt.Sprintf("%s %s.", capitalise(done), key.Name), nil
+}
+
+// keepRunning answers an idle warning: it counts as use, so the stop
+// moves a full timeout away. Anyone who may open the environment may.
+func (d *Dashboard) keepRunning(ctx context.Context, id session.Identity, key types.NamespacedName) (string, error) {
+	ul, _ := d.Policy.Check(ctx, d.Reader, id, key)
+	if ul == nil || d.KeepRunning == nil {
+		return "", errForbidden
+	}
+	if err := d.KeepRunning(ctx, key); err != nil {
+		return "", fmt.Errorf("keeping %s running: %w", key, err)
+	}
+	return fmt.Sprintf("%s keeps running.", key.Name), nil
 }
 
 // create provisions one of the user's own environments from a template

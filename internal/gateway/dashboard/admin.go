@@ -93,6 +93,8 @@ type StatusEntry struct {
 	Event         string `json:"event,omitempty"`
 	URL           string `json:"url"`
 	LastActivity  string `json:"lastActivity"`
+	// IdleStop is "in 4 min" while an idle stop is near, else empty.
+	IdleStop      string `json:"idleStop,omitempty"`
 	UpdatePending bool   `json:"updatePending"`
 	Running       bool   `json:"running"`
 }
@@ -131,9 +133,21 @@ func eventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
+// until says how soon t is, e.g. "in 4 min".
+func until(now time.Time, t *time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return "in less than a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("in %d min", int(d.Minutes()))
+	}
+	return "at " + t.Local().Format("15:04")
+}
+
 func ago(now time.Time, t *time.Time) string {
 	if t == nil {
-		return "never"
+		return "not yet"
 	}
 	d := now.Sub(*t).Round(time.Second)
 	switch {
@@ -164,6 +178,9 @@ func (d *Dashboard) status(w http.ResponseWriter, r *http.Request, id session.Id
 		e := StatusEntry{
 			Namespace: row.Namespace, Name: row.Name, Phase: row.Phase, Message: row.Message, URL: row.URL,
 			LastActivity: ago(now, row.LastActivity), UpdatePending: row.UpdatePending, Running: row.Running,
+		}
+		if row.IdleStopAt != nil {
+			e.IdleStop = until(now, row.IdleStopAt)
 		}
 		if !all && (row.Phase == string(v1alpha1.PhaseStarting) || row.Phase == string(v1alpha1.PhaseFailed) || row.Phase == string(v1alpha1.PhasePending)) {
 			e.Event = d.latestEvent(ctx, row.Namespace, row.Name)

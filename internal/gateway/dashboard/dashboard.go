@@ -7,6 +7,7 @@
 package dashboard
 
 import (
+	"context"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/internal/gateway/authz"
@@ -23,7 +25,8 @@ import (
 
 // Paths the dashboard serves besides "/".
 const (
-	// ActionPath takes POSTed actions: start, stop, restart, apply, create.
+	// ActionPath takes POSTed actions: start, stop, restart, apply,
+	// create and keep-running.
 	ActionPath = "/dashboard/action"
 	// StatusPath answers the progress script with JSON.
 	StatusPath = "/dashboard/status"
@@ -43,6 +46,7 @@ var staticFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"ago": ago,
+	"until": until,
 	// dict passes several values to a shared template.
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
@@ -69,6 +73,9 @@ type Dashboard struct {
 	Provisioner *provision.Provisioner
 	// CSRF issues and checks form tokens.
 	CSRF *session.Store
+	// KeepRunning records that a user answered an idle warning (the
+	// gateway's activity recorder); nil hides the button.
+	KeepRunning func(ctx context.Context, key types.NamespacedName) error
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }

@@ -26,6 +26,9 @@ type Row struct {
 	Message                         string
 	URL                             string
 	LastActivity                    *time.Time
+	LastActivitySource              v1alpha1.ActivitySource
+	// IdleStopAt is set while an idle stop is near.
+	IdleStopAt *time.Time
 	UpdatePending                   bool
 	Running                         bool
 	Access                          authz.Reason
@@ -42,6 +45,11 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 	if ul.Status.LastActivityTime != nil {
 		t := ul.Status.LastActivityTime.Time
 		row.LastActivity = &t
+		row.LastActivitySource = ul.Status.LastActivitySource
+	}
+	if ul.Status.IdleStopTime != nil && ul.Status.Phase != v1alpha1.PhaseStopped {
+		t := ul.Status.IdleStopTime.Time
+		row.IdleStopAt = &t
 	}
 	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		row.Message = c.Message
@@ -49,7 +57,7 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 	if ul.Status.Phase == v1alpha1.PhaseStopped {
 		row.Message = "stopped"
 		if ul.Status.StoppedReason == v1alpha1.StoppedIdle {
-			row.Message = "stopped after being idle; opening it starts it again"
+			row.Message = "stopped because nobody used it; opening it starts it again"
 		}
 	}
 	row.Running = !ul.Spec.Suspend && ul.Status.Phase != v1alpha1.PhaseStopped

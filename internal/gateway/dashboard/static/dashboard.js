@@ -6,7 +6,9 @@
   var list = document.querySelector("[data-status]");
   if (!list) { return; }
   function field(card, name) { return card.querySelector('[data-field="' + name + '"]'); }
+  var title = document.title;
   function update(entries) {
+    var warned = false;
     entries.forEach(function (e) {
       var card = list.querySelector('.env[data-namespace="' + e.namespace + '"][data-name="' + e.name + '"]');
       if (!card) { return; }
@@ -18,10 +20,16 @@
       field(card, "message").textContent = e.message || "";
       field(card, "event").textContent = e.event ? "Latest: " + e.event : "";
       field(card, "lastActivity").textContent = e.lastActivity;
+      // An idle stop is near: the notice, and the tab's title, say so
+      // until someone uses the environment or presses Keep running.
+      field(card, "idleWarning").hidden = !e.idleStop;
+      field(card, "idleStop").textContent = e.idleStop || "";
+      warned = warned || !!e.idleStop;
       card.querySelector('[data-role="start"]').hidden = e.running;
       card.querySelector('[data-role="stop"]').hidden = !e.running;
       card.querySelector('[data-role="apply"]').hidden = !e.updatePending;
     });
+    document.title = warned ? "(stopping soon) " + title : title;
   }
   function poll() {
     fetch(list.getAttribute("data-status"), { credentials: "same-origin", headers: { "Accept": "application/json" } })
