@@ -86,13 +86,13 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 
 // StatusEntry is one environment in the progress script's JSON.
 type StatusEntry struct {
-	Namespace     string `json:"namespace"`
-	Name          string `json:"name"`
-	Phase         string `json:"phase"`
-	Message       string `json:"message"`
-	Event         string `json:"event,omitempty"`
-	URL           string `json:"url"`
-	LastActivity  string `json:"lastActivity"`
+	Namespace    string `json:"namespace"`
+	Name         string `json:"name"`
+	Phase        string `json:"phase"`
+	Message      string `json:"message"`
+	Event        string `json:"event,omitempty"`
+	URL          string `json:"url"`
+	LastActivity string `json:"lastActivity"`
 	// IdleStop is "in 4 min" while an idle stop is near, else empty.
 	IdleStop      string `json:"idleStop,omitempty"`
 	UpdatePending bool   `json:"updatePending"`

@@ -45,7 +45,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"ago": ago,
+	"ago":   ago,
 	"until": until,
 	// dict passes several values to a shared template.
 	"dict": func(kv ...any) map[string]any {

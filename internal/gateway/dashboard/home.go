@@ -28,10 +28,10 @@ type Row struct {
 	LastActivity                    *time.Time
 	LastActivitySource              v1alpha1.ActivitySource
 	// IdleStopAt is set while an idle stop is near.
-	IdleStopAt *time.Time
-	UpdatePending                   bool
-	Running                         bool
-	Access                          authz.Reason
+	IdleStopAt    *time.Time
+	UpdatePending bool
+	Running       bool
+	Access        authz.Reason
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
