@@ -10,7 +10,7 @@
 set -euo pipefail
 VERSION=4.99.4
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/userland
-DIR=$CACHE/code-server-$VERSION-r1
+DIR=$CACHE/code-server-$VERSION-r2
 if [[ -x $DIR/node_modules/.bin/code-server && -f $DIR/.complete ]]; then
   echo "$DIR"
   exit 0
@@ -35,21 +35,21 @@ cd "$DIR.tmp"
 export npm_config_unsafe_perm=true npm_config_yes=true npm_config_fund=false npm_config_audit=false npm_config_loglevel=error
 npm init -y >/dev/null
 npm install "code-server@$VERSION" --ignore-scripts >&2
+# code-server's own native module (argon2, for password hashing) builds
+# from source once its prebuilt download fails. (Not a plain rebuild: that
+# would run code-server's postinstall, which downloads from GitHub.)
+npm rebuild argon2 >&2
 CS=$DIR.tmp/node_modules/code-server
 cd "$CS/lib/vscode"
 npm install --omit=dev --ignore-scripts >&2
 mkdir -p node_modules/@vscode/ripgrep/bin
 cp "$(command -v rg)" node_modules/@vscode/ripgrep/bin/rg
 npm rebuild >&2
-# The rest of code-server's postinstall.sh.
+# The rest of code-server's postinstall.sh (vscode_install).
 ln -sfn node_modules node_modules.asar
-if [[ -d bin/helpers ]]; then chmod +x bin/helpers/* 2>/dev/null || true; fi
-for f in bin/remote-cli/code-linux.sh bin/helpers/browser-linux.sh; do
-  [[ -f $f ]] && chmod +x "$f"
-done
-if [[ -d extensions ]]; then
-  (cd extensions && npm install --omit=dev --ignore-scripts >&2 || true)
-fi
+ln -sfn code-linux.sh bin/remote-cli/code-server
+ln -sfn browser-linux.sh bin/helpers/browser.sh
+(cd extensions && npm install --omit=dev --ignore-scripts >&2)
 cd "$DIR.tmp"
 touch .complete
 rm -rf "$DIR"

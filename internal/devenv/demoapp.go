@@ -25,7 +25,9 @@ type DemoApps struct {
 	addrs   map[string]string
 	servers []*http.Server
 	// apps replace the demo app for an environment (Serve).
-	apps   map[string]http.Handler
+	apps map[string]http.Handler
+	// routes send environments to real apps' addresses (Route).
+	routes map[string]string
 	closed bool
 }
 
@@ -39,6 +41,18 @@ func (d *DemoApps) Serve(namespace, name string, h http.Handler) {
 		d.apps = map[string]http.Handler{}
 	}
 	d.apps[namespace+"/"+name] = h
+}
+
+// Route sends one environment to addr, a real app listening there,
+// instead of a demo app: browser tests put Jupyter, phpMyAdmin and VS Code
+// behind the gateway this way, with nothing in between.
+func (d *DemoApps) Route(namespace, name, addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.routes == nil {
+		d.routes = map[string]string{}
+	}
+	d.routes[namespace+"/"+name] = addr
 }
 
 // handler is what answers for key now.
@@ -56,6 +70,9 @@ func (d *DemoApps) Resolve(namespace, name string, _ int32) (string, error) {
 	defer d.mu.Unlock()
 	if d.closed {
 		return "", errors.New("dev mode is stopping")
+	}
+	if addr, ok := d.routes[key]; ok {
+		return addr, nil
 	}
 	if addr, ok := d.addrs[key]; ok {
 		return addr, nil

@@ -192,6 +192,13 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request, label string) {
 //     not from a page, so it carries no ambient credential worth forging.
 func (s *Server) crossSite(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin":
+		// The browser says the page is this origin's own. Origin may then
+		// be "null": Chromium sends that on a form post from a page whose
+		// Referrer-Policy is no-referrer (phpMyAdmin's sign-in form).
+		// Pages cannot set Sec- headers, and an opaque origin (sandboxed
+		// frame, data: URL) is never same-origin.
+		return false
 	case "cross-site", "same-site":
 		topLevel := r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"
 		if !topLevel || (r.Method != http.MethodGet && r.Method != http.MethodHead) {

@@ -248,6 +248,10 @@ func TestFetchMetadataKeepsOtherSitesOut(t *testing.T) {
 		{"link from another site", "GET", "cross-site", "navigate", "document", "", http.StatusOK, true},
 		{"address bar", "GET", "none", "navigate", "document", "", http.StatusOK, true},
 		{"the environment's own fetch", "GET", "same-origin", "cors", "empty", "", http.StatusOK, true},
+		// Chromium's form post from a page with Referrer-Policy: no-referrer
+		// (phpMyAdmin's sign-in), found by the real-app browser test.
+		{"the environment's own no-referrer form", "POST", "same-origin", "navigate", "document", "null", http.StatusOK, true},
+		{"a sandboxed frame's form", "POST", "cross-site", "navigate", "iframe", "null", http.StatusForbidden, false},
 		{"fetch from the dashboard", "GET", "cross-site", "cors", "empty", h.mainURL(), http.StatusOK, true},
 	}
 	for _, tc := range cases {

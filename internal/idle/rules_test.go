@@ -12,7 +12,7 @@ import (
 
 // vscode is the sample template's preset (config/samples).
 var vscode = &v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySpec{
-	WebSocket: &v1alpha1.WebSocketActivitySpec{MinMessageBytes: 14, IgnoreMessages: []string{`remoteextensionsenvironment[\x00-\xff]{1,4}ping`}},
+	WebSocket: &v1alpha1.WebSocketActivitySpec{MinMessageBytes: 14, IgnoreMessages: []string{`(?s)remoteextensionsenvironment.{1,4}ping`}},
 }}
 
 var jupyter = &v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySpec{

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/devenv"
+	"github.com/userland-dev/userland/internal/simcluster"
+	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+// realApp is an application's server process, started for one test and
+// stopped at its end.
+type realApp struct {
+	addr string
+	dir  string
+}
+
+// startApp runs name with args (where "{port}" becomes a free port) in a
+// fresh directory that is also its HOME, and waits until probe answers
+// 200 on it.
+func startApp(t *testing.T, name, probe string, env []string, args ...string) *realApp {
+	t.Helper()
+	port, err := simcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	app := &realApp{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir}
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "{port}", fmt.Sprint(port))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	// Debian's programs and their Python, not whatever else is on PATH.
+	cmd.Env = append([]string{"HOME=" + dir, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
+	logFile, err := os.Create(filepath.Join(dir, "app.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s (hack/ensure-apps.sh installs it): %v", name, err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		if t.Failed() {
+			if log, err := os.ReadFile(logFile.Name()); err == nil {
+				t.Logf("%s log:\n%.4000s", name, log)
+			}
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + app.addr + probe)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return app
+			}
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logFile.Name())
+			t.Fatalf("%s did not answer %s within a minute: %v\n%.4000s", name, probe, err, log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// sampleIdle is a sample template's idle spec, so the tests measure the
+// presets the project ships.
+func sampleIdle(t *testing.T, file string) *v1alpha1.IdleSpec {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl v1alpha1.Template
+	if err := yaml.Unmarshal(data, &tmpl); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if tmpl.Spec.Idle == nil {
+		t.Fatalf("%s has no idle spec", file)
+	}
+	return tmpl.Spec.Idle
+}
+
+// appTemplate creates a template whose environments idle out after a
+// minute (the shortest the API allows) under preset's activity rules.
+func appTemplate(t *testing.T, name string, preset *v1alpha1.IdleSpec) {
+	t.Helper()
+	idle := preset.DeepCopy()
+	idle.Timeout.Duration = time.Minute
+	idle.WarnBefore = nil
+	tmpl := testobj.MakeTemplate(devenv.DemoNamespace, name).Obj()
+	tmpl.Spec.Idle = idle
+	if err := stack.Client.Create(context.Background(), tmpl); err != nil {
+		t.Fatalf("creating template %s: %v", name, err)
+	}
+}
+
+// appEnvironment creates alice's environment from tmpl, served by app.
+func appEnvironment(t *testing.T, name, tmpl string, app *realApp) {
+	t.Helper()
+	ul := testobj.MakeUserland(devenv.DemoNamespace, name, "alice", tmpl).Obj()
+	if err := stack.Client.Create(context.Background(), ul); err != nil {
+		t.Fatalf("creating %s: %v", name, err)
+	}
+	stack.DemoApps().Route(devenv.DemoNamespace, name, app.addr)
+	waitReadyInCluster(t, name)
+}
+
+// userlandStatus reads an environment's status through the API server.
+func userlandStatus(t *testing.T, name string) v1alpha1.UserlandStatus {
+	t.Helper()
+	var ul v1alpha1.Userland
+	if err := stack.Client.Get(context.Background(), client.ObjectKey{Namespace: devenv.DemoNamespace, Name: name}, &ul); err != nil {
+		t.Fatal(err)
+	}
+	return ul.Status
+}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// notebook is a one-cell notebook whose cell counts its runs.
+const notebook = `{"cells": [{"cell_type": "code", "execution_count": null, "metadata": {}, "outputs": [],
+  "source": ["n = globals().get('n', 0) + 1\n", "print('run', n)"]}],
+ "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+ "nbformat": 4, "nbformat_minor": 5}`
+
+// startJupyter runs Debian's Jupyter Notebook with no authentication of
+// its own (the gateway's is in front) and a notebook to open.
+func startJupyter(t *testing.T) *realApp {
+	t.Helper()
+	app := startApp(t, "jupyter-notebook", "/api/status", nil,
+		"--allow-root", "--no-browser", "--ip=127.0.0.1", "--port={port}",
+		"--NotebookApp.token=", "--NotebookApp.password=", "--NotebookApp.allow_remote_access=True",
+		"--notebook-dir=.")
+	if err := os.WriteFile(filepath.Join(app.dir, "a.ipynb"), []byte(notebook), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// openNotebook opens a.ipynb in env and waits for its kernel.
+func openNotebook(t *testing.T, ctx context.Context, env string) {
+	t.Helper()
+	do(t, ctx, "opening the notebook in "+env, chromedp.Navigate(envURL(env, v1alpha1.RoutingSubdomain)+"notebooks/a.ipynb"))
+	waitFor(t, ctx, "the kernel of "+env, `!!(window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel && Jupyter.notebook.kernel.is_connected())`, time.Minute)
+}
+
+// runCell runs the first cell as a person does: click into it, press
+// Shift+Enter, and wait for its output. It returns an error rather than
+// failing, so a helper goroutine may call it.
+func runCell(ctx context.Context, run int) error {
+	want := fmt.Sprintf(`(document.querySelector('.cell .output_area pre') || {}).textContent === 'run %d\n'`, run)
+	err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`.cell .CodeMirror`)),
+		chromedp.KeyEvent("\r", chromedp.KeyModifiers(chromedp.ModifierShift)),
+		chromedp.Poll[chromedp.Void](want, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		return fmt.Errorf("running the cell (run %d): %w", run, err)
+	}
+	return nil
+}
+
+// TestJupyterIdleMeansNobodyIsThere runs real Jupyter Notebooks behind the
+// gateway with the sample template's Jupyter preset and a one-minute idle
+// timeout, all at once:
+//   - an open notebook nobody touches (its kernel WebSocket open, the
+//     server pinging and the browser answering) is stopped at the timeout;
+//   - one where a person runs a cell every 20 seconds keeps running.
+//
+// It takes real time (about two minutes): what an open tab does by itself
+// is what is measured.
+func TestJupyterIdleMeansNobodyIsThere(t *testing.T) {
+	appTemplate(t, "real-jupyter", sampleIdle(t, "template-jupyterlab.yaml"))
+	untouched, busy := startJupyter(t), startJupyter(t)
+	appEnvironment(t, "nb-untouched", "real-jupyter", untouched)
+	appEnvironment(t, "nb-busy", "real-jupyter", busy)
+
+	idleTab := session(t)
+	signIn(t, idleTab, "alice")
+	busyTab, cancel := chromedp.NewContext(idleTab) // same browser context: same cookies
+	defer cancel()
+
+	start := time.Now()
+	openNotebook(t, idleTab, "nb-untouched")
+	openNotebook(t, busyTab, "nb-busy")
+	if err := runCell(busyTab, 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("both notebooks open after %s", time.Since(start).Round(100*time.Millisecond))
+
+	// The person at the busy tab runs the cell every 20 s until the other
+	// environment has been stopped.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	runs := 1
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Second):
+			}
+			runs++
+			if err := runCell(busyTab, runs); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var stoppedAfter time.Duration
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		st := userlandStatus(t, "nb-untouched")
+		if st.Phase == v1alpha1.PhaseStopped {
+			if st.StoppedReason != v1alpha1.StoppedIdle {
+				t.Errorf("the untouched notebook stopped for %q, want Idle", st.StoppedReason)
+			}
+			stoppedAfter = time.Since(start)
+			t.Logf("untouched notebook: stopped %s after it was opened (timeout 1m; last use %v by %s)",
+				stoppedAfter.Round(time.Second), st.LastActivityTime, st.LastActivitySource)
+			break
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("an open, untouched notebook was not stopped in 4 minutes with a 1-minute timeout (last use %v by %s)",
+				st.LastActivityTime, st.LastActivitySource)
+		}
+		time.Sleep(time.Second)
+	}
+	// Past the stop, the busy one has outlived its timeout from the
+	// opening by far; a little longer for good measure.
+	time.Sleep(15 * time.Second)
+	close(stop)
+	wg.Wait()
+	st := userlandStatus(t, "nb-busy")
+	if st.Phase != v1alpha1.PhaseReady {
+		t.Errorf("the notebook whose cell ran every 20 s is %s (%s) after %s", st.Phase, st.StoppedReason, time.Since(start).Round(time.Second))
+	}
+	if st.LastActivitySource != v1alpha1.ActivityWebSocket {
+		t.Errorf("the busy notebook's last use was %q, want WebSocket (running a cell)", st.LastActivitySource)
+	}
+	t.Logf("busy notebook: %d cell runs over %s, still %s; last use %v by %s",
+		runs, time.Since(start).Round(time.Second), st.Phase, st.LastActivityTime, st.LastActivitySource)
+}
