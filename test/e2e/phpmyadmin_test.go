@@ -117,4 +117,3 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 		time.Sleep(time.Second)
 	}
 }
-
