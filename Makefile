@@ -67,9 +67,15 @@ control-plane: ## Build (or reuse from cache) kube-apiserver, controller-manager
 	hack/build-control-plane.sh >/dev/null
 
 .PHONY: test
-test: control-plane ## Run all tests against a real control plane and headless Chromium (first run builds the control plane, ~20 minutes).
+test: control-plane ## Run all tests against a real control plane, headless Chromium and real apps (first run builds the control plane, ~20 minutes, and code-server, ~3).
 	hack/ensure-chromium.sh
+	hack/ensure-apps.sh
+	hack/ensure-code-server.sh >/dev/null
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+
+.PHONY: fuzz
+fuzz: ## Fuzz the gateway's WebSocket frame reader for FUZZTIME (default 60s); make test runs its seeds.
+	go test ./internal/wsframe -run '^$$' -fuzz FuzzReader -fuzztime $(or $(FUZZTIME),60s)
 
 .PHONY: bench
 bench: build control-plane ## Run the benchmarks (about 19 minutes on 2 cores) and write docs/benchmarks.md.
