@@ -1,19 +1,33 @@
 package idle
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/wsframe"
 )
 
-// vscode is the sample template's preset (config/samples).
-var vscode = &v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySpec{
-	WebSocket: &v1alpha1.WebSocketActivitySpec{MinMessageBytes: 14, IgnoreMessages: []string{`(?s)remoteextensionsenvironment.{1,4}ping`}},
-}}
+// vscode is the VS Code sample template's preset, as shipped.
+var vscode = samplePreset("template-vscode.yaml")
+
+func samplePreset(file string) *v1alpha1.IdleSpec {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", file))
+	if err != nil {
+		panic(err)
+	}
+	var t v1alpha1.Template
+	if err := yaml.UnmarshalStrict(data, &t); err != nil {
+		panic(fmt.Sprintf("%s: %v", file, err))
+	}
+	return t.Spec.Idle
+}
 
 var jupyter = &v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySpec{
 	IgnorePaths: []string{"/api/kernels", "/api/sessions", "/api/status"},
@@ -61,6 +75,9 @@ func TestMessageCounts(t *testing.T) {
 		{"no rules: any data message counts", nil, wsframe.Message{Opcode: wsframe.OpText, Length: 1}, true},
 		{"VS Code keepalive (13 bytes) does not", vscode, vscodeMessage(9, ""), false},
 		{"VS Code latency probe does not", vscode, vscodeMessage(1, "\x04\x06d\x06\x05\x01\x1bremoteextensionsenvironment\x01\x04ping\x00"), false},
+		// Recorded from code-server 4.99.4 when its tab lost focus.
+		{"VS Code window focus event does not", vscode, wsframe.Message{Opcode: wsframe.OpBinary, Length: 55,
+			Prefix: []byte("\x01\x00\x00\x02d\x00\x00\x01\x98\x00\x00\x00*\x01\x00\x00\x00Ef\x18$onDidChangeWindowActive\x00\x00\x00\a[false]")}, false},
 		{"VS Code terminal input counts", vscode, vscodeMessage(1, "\x04\x06d\x06\x09\x01\x0eremoteterminal\x01\x0binput ls\r"), true},
 		{"compressed: judged by kind alone", vscode, wsframe.Message{Opcode: wsframe.OpBinary, Length: 3, Compressed: true}, true},
 	}

@@ -186,3 +186,22 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReader follows a browser's stream of masked 1 KiB messages in
+// 32 KiB reads, as the tunnel hands them over, keeping a 256-byte prefix.
+func BenchmarkReader(b *testing.B) {
+	msg := frame(true, OpBinary, bytes.Repeat([]byte("x"), 1024), key)
+	stream := bytes.Repeat(msg, 32<<10/len(msg)) // whole frames, about 32 KiB
+	var n int
+	r := &Reader{PrefixLen: 256, OnMessage: func(Message) { n++ }}
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.Feed(stream); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n == 0 {
+		b.Fatal("no messages reported")
+	}
+}

@@ -20,8 +20,14 @@ import (
 // session opens a fresh browser context (its own cookies) for one user.
 func session(t *testing.T) context.Context {
 	t.Helper()
+	return sessionFor(t, 3*time.Minute)
+}
+
+// sessionFor is session with room for a test that takes real time.
+func sessionFor(t *testing.T, limit time.Duration) context.Context {
+	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-	ctx, timeout := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, timeout := context.WithTimeout(ctx, limit)
 	t.Cleanup(func() { timeout(); cancel() })
 	return ctx
 }

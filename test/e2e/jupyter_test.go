@@ -71,7 +71,7 @@ func TestJupyterIdleMeansNobodyIsThere(t *testing.T) {
 	appEnvironment(t, "nb-untouched", "real-jupyter", untouched)
 	appEnvironment(t, "nb-busy", "real-jupyter", busy)
 
-	idleTab := session(t)
+	idleTab := sessionFor(t, 8*time.Minute)
 	signIn(t, idleTab, "alice")
 	busyTab, cancel := chromedp.NewContext(idleTab) // same browser context: same cookies
 	defer cancel()

@@ -92,7 +92,7 @@ func TestVSCodeIdleMeansNobodyIsThere(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	idleTab := session(t)
+	idleTab := sessionFor(t, 8*time.Minute)
 	signIn(t, idleTab, "alice")
 	busyTab, cancel := chromedp.NewContext(idleTab)
 	defer cancel()
