@@ -78,6 +78,10 @@ func TestMessageCounts(t *testing.T) {
 		// Recorded from code-server 4.99.4 when its tab lost focus.
 		{"VS Code window focus event does not", vscode, wsframe.Message{Opcode: wsframe.OpBinary, Length: 55,
 			Prefix: []byte("\x01\x00\x00\x02d\x00\x00\x01\x98\x00\x00\x00*\x01\x00\x00\x00Ef\x18$onDidChangeWindowActive\x00\x00\x00\a[false]")}, false},
+		{"VS Code relaying a file changed on disk does not", vscode, wsframe.Message{Opcode: wsframe.OpBinary, Length: 291,
+			Prefix: []byte("\x01\x00\x00\x02\xb3\x00\x00\x026\x00\x00\x01\x16\x01\x00\x00\x00\x94W\f$onFileEvent\x00\x00\x00\xff[{\"created\":[],\"changed\":[{\"$mid\":1}]}]")}, false},
+		{"VS Code typing counts", vscode, wsframe.Message{Opcode: wsframe.OpBinary, Length: 1216,
+			Prefix: []byte("\x01\x00\x00\x03\xc0\x00\x00\x03e\x00\x00\x02\x83\x01\x00\x00\x01\x17P\x13$acceptModelChanged\x00\x00\x02e[{\"$mid\":1}]")}, true},
 		{"VS Code terminal input counts", vscode, vscodeMessage(1, "\x04\x06d\x06\x09\x01\x0eremoteterminal\x01\x0binput ls\r"), true},
 		{"compressed: judged by kind alone", vscode, wsframe.Message{Opcode: wsframe.OpBinary, Length: 3, Compressed: true}, true},
 	}
@@ -108,7 +112,8 @@ func TestValidateNamesTheBadExpression(t *testing.T) {
 
 func TestCacheCompilesOncePerSpec(t *testing.T) {
 	var c Cache
-	if c.Get(vscode) != c.Get(vscode) {
+	first, again := c.Get(vscode), c.Get(vscode)
+	if first != again {
 		t.Error("the same spec compiled twice")
 	}
 	copied := vscode.DeepCopy()

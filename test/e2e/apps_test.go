@@ -25,7 +25,9 @@ import (
 // stopped at its end.
 type realApp struct {
 	addr string
-	dir  string
+	// dir is its HOME, holding its log; work (dir/work) is where it runs
+	// and what it serves, so the log's writes are not the app's files.
+	dir, work string
 }
 
 // startApp runs name with args (where "{port}" becomes a free port) in a
@@ -38,13 +40,16 @@ func startApp(t *testing.T, name, probe string, env []string, args ...string) *r
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	app := &realApp{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir}
+	app := &realApp{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, work: filepath.Join(dir, "work")}
+	if err := os.Mkdir(app.work, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for i, a := range args {
 		args[i] = strings.ReplaceAll(a, "{port}", fmt.Sprint(port))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
+	cmd.Dir = app.work
 	// Debian's programs and their Python, not whatever else is on PATH.
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, env...)
 	logFile, err := os.Create(filepath.Join(dir, "app.log"))

@@ -28,7 +28,7 @@ func startJupyter(t *testing.T) *realApp {
 		"--allow-root", "--no-browser", "--ip=127.0.0.1", "--port={port}",
 		"--NotebookApp.token=", "--NotebookApp.password=", "--NotebookApp.allow_remote_access=True",
 		"--notebook-dir=.")
-	if err := os.WriteFile(filepath.Join(app.dir, "a.ipynb"), []byte(notebook), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(app.work, "a.ipynb"), []byte(notebook), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return app

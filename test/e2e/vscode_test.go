@@ -88,7 +88,7 @@ func TestVSCodeIdleMeansNobodyIsThere(t *testing.T) {
 	untouched, busy := startCodeServer(t, bin), startCodeServer(t, bin)
 	appEnvironment(t, "vs-untouched", "real-vscode", untouched)
 	appEnvironment(t, "vs-busy", "real-vscode", busy)
-	if err := os.WriteFile(filepath.Join(busy.dir, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(busy.work, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
