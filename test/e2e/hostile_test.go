@@ -127,9 +127,15 @@ func hostileApp(tg targets) http.Handler {
 	return mux
 }
 
-// victimApp counts every request that reaches it.
+// victimApp counts every request that reaches it but the browser's own
+// favicon fetch, which follows the viewer's visit to the victim on its own
+// schedule (it raced the counter's reset, and no attack asks for it).
 func victimApp(hits *atomic.Int32) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/favicon.ico" {
+			http.NotFound(w, r)
+			return
+		}
 		hits.Add(1)
 		_, _ = w.Write([]byte("the victim's secret"))
 	})
