@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +139,55 @@ func userlandStatus(t *testing.T, name string) v1alpha1.UserlandStatus {
 		t.Fatal(err)
 	}
 	return ul.Status
+}
+
+// actEvery has a person act every 20 s (act gets the act's number, from 2:
+// the first is the caller's) until the returned stop is called, which
+// reports how many acts there were. A failed act ends the acting.
+func actEvery(t *testing.T, act func(n int) error) (stop func() int) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	acts := 1
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Second):
+			}
+			acts++
+			if err := act(acts); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() int {
+		once.Do(func() { close(done); wg.Wait() })
+		return acts
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// waitStoppedUnused waits up to 4 minutes for env, opened at start and
+// then left alone, to be stopped, and logs when.
+func waitStoppedUnused(t *testing.T, env, what string, start time.Time) v1alpha1.UserlandStatus {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		st := userlandStatus(t, env)
+		if st.Phase == v1alpha1.PhaseStopped {
+			t.Logf("untouched %s: stopped %s after it was opened (timeout 1m; last use %v by %s)",
+				what, time.Since(start).Round(time.Second), st.LastActivityTime, st.LastActivitySource)
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an open, untouched %s was not stopped in 4 minutes with a 1-minute timeout (last use %v by %s)",
+				what, st.LastActivityTime, st.LastActivitySource)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -168,43 +167,9 @@ func TestJupyterIdleMeansNobodyIsThere(t *testing.T) {
 
 	// The person at the busy tab runs the cell every 20 s until the other
 	// environment has been stopped.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	runs := 1
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Second):
-			}
-			runs++
-			if err := runCell(busyTab, runs); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	var stoppedAfter time.Duration
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		st := userlandStatus(t, "nb-untouched")
-		if st.Phase == v1alpha1.PhaseStopped {
-			if st.StoppedReason != v1alpha1.StoppedIdle {
-				t.Errorf("the untouched notebook stopped for %q, want Idle", st.StoppedReason)
-			}
-			stoppedAfter = time.Since(start)
-			t.Logf("untouched notebook: stopped %s after it was opened (timeout 1m; last use %v by %s)",
-				stoppedAfter.Round(time.Second), st.LastActivityTime, st.LastActivitySource)
-			break
-		}
-		if time.Now().After(deadline) {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("an open, untouched notebook was not stopped in 4 minutes with a 1-minute timeout (last use %v by %s)",
-				st.LastActivityTime, st.LastActivitySource)
-		}
-		time.Sleep(time.Second)
+	stopRuns := actEvery(t, func(n int) error { return runCell(busyTab, n) })
+	if st := waitStoppedUnused(t, "nb-untouched", "notebook", start); st.StoppedReason != v1alpha1.StoppedIdle {
+		t.Errorf("the untouched notebook stopped for %q, want Idle", st.StoppedReason)
 	}
 	waitUntil(t, "the ping-only environment stopped", 2*time.Minute, func() bool {
 		return userlandStatus(t, "nb-pings").Phase == v1alpha1.PhaseStopped
@@ -219,8 +184,7 @@ func TestJupyterIdleMeansNobodyIsThere(t *testing.T) {
 	// Past the stop, the busy one has outlived its timeout from the
 	// opening by far; a little longer for good measure.
 	time.Sleep(15 * time.Second)
-	close(stop)
-	wg.Wait()
+	runs := stopRuns()
 	st = userlandStatus(t, "nb-busy")
 	if st.Phase != v1alpha1.PhaseReady {
 		t.Errorf("the notebook whose cell ran every 20 s is %s (%s) after %s", st.Phase, st.StoppedReason, time.Since(start).Round(time.Second))

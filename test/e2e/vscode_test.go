@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -105,42 +104,10 @@ func TestVSCodeIdleMeansNobodyIsThere(t *testing.T) {
 	}
 	t.Logf("both workbenches open after %s", time.Since(start).Round(100*time.Millisecond))
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	typed := 1
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Second):
-			}
-			typed++
-			if err := typeMore(busyTab, fmt.Sprintf(" line %d", typed)); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		st := userlandStatus(t, "vs-untouched")
-		if st.Phase == v1alpha1.PhaseStopped {
-			t.Logf("untouched VS Code: stopped %s after it was opened (timeout 1m; last use %v by %s)",
-				time.Since(start).Round(time.Second), st.LastActivityTime, st.LastActivitySource)
-			break
-		}
-		if time.Now().After(deadline) {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("an open, untouched VS Code was not stopped in 4 minutes with a 1-minute timeout (last use %v by %s)",
-				st.LastActivityTime, st.LastActivitySource)
-		}
-		time.Sleep(time.Second)
-	}
+	stopTyping := actEvery(t, func(n int) error { return typeMore(busyTab, fmt.Sprintf(" line %d", n)) })
+	waitStoppedUnused(t, "vs-untouched", "VS Code", start)
 	time.Sleep(15 * time.Second)
-	close(stop)
-	wg.Wait()
+	typed := stopTyping()
 	st := userlandStatus(t, "vs-busy")
 	if st.Phase != v1alpha1.PhaseReady {
 		t.Errorf("the VS Code someone typed in every 20 s is %s (%s) after %s", st.Phase, st.StoppedReason, time.Since(start).Round(time.Second))
