@@ -32,8 +32,8 @@ build: ## Build bin/userland and the kubectl plugin bin/kubectl-userland.
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-userland ./cmd/kubectl-userland
 
 .PHONY: dev
-dev: build control-plane ## Run the whole system locally: simulated cluster, controller, gateway, dashboard (http://127.0.0.1:8000).
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) $(BIN)/userland dev $(DEV_FLAGS)
+dev: build ## Run the whole system locally: simulated cluster, controller, gateway, dashboard (http://127.0.0.1:8000).
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh dev) $(BIN)/userland dev $(DEV_FLAGS)
 
 IMAGE ?= ghcr.io/userland-dev/userland
 
@@ -61,6 +61,10 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs (config/crd/bases), the controller
 	cp config/webhook/manifests.yaml charts/userland/files/webhook/
 	cp config/samples/template-*.yaml charts/userland/files/samples/
 	go run ./hack/kustomize-default charts/userland config/default
+
+.PHONY: clean-cache
+clean-cache: ## Remove what the first run built and cached under ~/.cache/userland (control plane, code-server); the next run builds it again.
+	rm -rf "$${XDG_CACHE_HOME:-$$HOME/.cache}/userland"
 
 .PHONY: control-plane
 control-plane: ## Build (or reuse from cache) kube-apiserver, controller-manager, scheduler, etcd and kwok.

@@ -108,6 +108,14 @@ type UserlandStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// DisplayName is what people call the environment: its template's
+	// display name, or the template's name when it has none. The
+	// dashboard, the progress page and the plugin show it instead of the
+	// object's generated name.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+
 	// URL is where the user opens the environment through the gateway.
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
@@ -151,6 +159,7 @@ type UserlandStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ul,categories=userland-all
+// +kubebuilder:printcolumn:name="Display",type=string,JSONPath=`.status.displayName`
 // +kubebuilder:printcolumn:name="User",type=string,JSONPath=`.spec.user`
 // +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.templateRef.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

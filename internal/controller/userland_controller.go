@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,6 +189,7 @@ func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileSt
 	s.template = t
 	r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionTrue, v1alpha1.ReasonTemplateFound,
 		fmt.Sprintf("%s %q found", t.Kind, t.Name))
+	s.ul.Status.DisplayName = cmp.Or(t.Spec.DisplayName, t.Name)
 	s.ul.Status.URL = r.Routes.URL(s.ul.Namespace, s.ul.Name, naming.Routing(t.Spec.HTTP.Routing, r.Routes.Domain != ""))
 	return ctrl.Result{}, nil
 }

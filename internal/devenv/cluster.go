@@ -91,6 +91,9 @@ func (s *Stack) cluster(ctx context.Context) error {
 	}
 	s.env = env
 	s.logf("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
+	if env.PortMoved {
+		s.logf("the API server's previous port was taken, so it listens on a new one: tools that read %s before must read it again", filepath.Join(s.opts.StateDir, "kubeconfig"))
+	}
 	data, err := os.ReadFile(env.KubeconfigPath)
 	if err != nil {
 		return fmt.Errorf("reading kubeconfig: %w", err)

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/userlands"
 )
 
 // DemoUser is a static user dev mode creates.
@@ -49,11 +49,17 @@ func (s *Stack) demo(ctx context.Context) error {
 	}
 	for _, u := range DemoUsers {
 		for _, t := range u.Templates {
-			// The same name auto-provisioning would pick, so first
-			// sign-in finds it instead of creating a second one.
+			// Found by user and template, as auto-provisioning finds
+			// it: a restart (or an upgrade that changed the naming
+			// rule) applies to the existing one, never a second.
+			ref := v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: t}
+			name, _, err := userlands.Name(ctx, s.Client, DemoNamespace, u.Name, ref)
+			if err != nil {
+				return err
+			}
 			ul := &v1alpha1.Userland{
-				ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: naming.UserlandName(u.Name, string(v1alpha1.TemplateKindTemplate)+"/"+t)},
-				Spec:       v1alpha1.UserlandSpec{User: u.Name, TemplateRef: v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: t}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: name},
+				Spec:       v1alpha1.UserlandSpec{User: u.Name, TemplateRef: ref},
 			}
 			ul.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Userland"))
 			obj, err := toUnstructured(ul)

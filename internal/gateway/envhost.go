@@ -11,6 +11,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/route"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
@@ -73,7 +74,7 @@ func (s *Server) serveEnvHost(w http.ResponseWriter, r *http.Request, label stri
 	case s.Header != nil:
 		if id, err = s.Header.Identity(r); err != nil {
 			s.Metrics.signinFailed("untrusted_header")
-			http.Error(w, "not authenticated", http.StatusUnauthorized)
+			pages.Error(w, r, http.StatusUnauthorized, "not authenticated")
 			return
 		}
 	case found:
@@ -85,14 +86,14 @@ func (s *Server) serveEnvHost(w http.ResponseWriter, r *http.Request, label stri
 		// Whether the host names an environment is not revealed before
 		// sign-in: the main host answers 404 after it.
 		if !isNavigation(r) || s.PublicURL == nil {
-			http.Error(w, "not signed in", http.StatusUnauthorized)
+			pages.Error(w, r, http.StatusUnauthorized, "not signed in")
 			return
 		}
 		s.startHandoff(w, r)
 		return
 	}
 	if !found {
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	s.serveEnvironment(w, r, id, route.Target{Namespace: key.Namespace, Name: key.Name}, false)
@@ -103,7 +104,7 @@ func (s *Server) serveEnvHost(w http.ResponseWriter, r *http.Request, label stri
 func (s *Server) startHandoff(w http.ResponseWriter, r *http.Request) {
 	nonce, err := s.Sessions.NewNonce(w)
 	if err != nil {
-		http.Error(w, "could not start sign-in", http.StatusInternalServerError)
+		pages.Error(w, r, http.StatusInternalServerError, "could not start sign-in")
 		return
 	}
 	q := url.Values{"host": {r.Host}, "rd": {r.URL.RequestURI()}, "nonce": {nonce}}
@@ -114,18 +115,18 @@ func (s *Server) startHandoff(w http.ResponseWriter, r *http.Request) {
 // environment host asked for and sends the browser there with a token.
 func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	if s.BaseDomain == "" || s.Header != nil {
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	host := r.FormValue("host")
 	label, err := route.LabelFromHost(host, s.BaseDomain)
 	if err != nil || strings.ContainsAny(host, "/?#@\\") {
-		http.Error(w, "invalid environment address", http.StatusBadRequest)
+		pages.Error(w, r, http.StatusBadRequest, "invalid environment address")
 		return
 	}
 	nonce := r.FormValue("nonce")
 	if nonce == "" || len(nonce) > 64 {
-		http.Error(w, "invalid sign-in request", http.StatusBadRequest)
+		pages.Error(w, r, http.StatusBadRequest, "invalid sign-in request")
 		return
 	}
 	id, expires, err := s.Sessions.LoadSession(r)
@@ -135,16 +136,16 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 	}
 	key, found := s.userlandForLabel(r.Context(), label)
 	if !found {
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	if ul, _ := s.Policy.Check(r.Context(), s.Reader, id, key); ul == nil {
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	token, err := s.Sessions.IssueHandoff(id, expires, session.EnvTarget{Namespace: key.Namespace, Name: key.Name}, host, nonce)
 	if err != nil {
-		http.Error(w, "could not sign in to the environment", http.StatusInternalServerError)
+		pages.Error(w, r, http.StatusInternalServerError, "could not sign in to the environment")
 		return
 	}
 	target := url.URL{Scheme: s.PublicURL.Scheme, Host: host, Path: RedeemPath,
@@ -161,18 +162,18 @@ func (s *Server) redeem(w http.ResponseWriter, r *http.Request, label string) {
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", http.MethodGet)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		pages.Error(w, r, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	env, err := s.Sessions.RedeemHandoff(w, r, r.Host, r.FormValue("token"))
 	if err != nil {
 		s.Metrics.signinFailed("handoff")
-		http.Error(w, "this sign-in link has expired or was already used; open the environment again", http.StatusBadRequest)
+		pages.Error(w, r, http.StatusBadRequest, "this sign-in link has expired or was already used; open the environment again")
 		return
 	}
 	if key, ok := s.userlandForLabel(r.Context(), label); !ok || key.Namespace != env.Namespace || key.Name != env.Name {
 		s.Sessions.ClearEnv(w)
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	http.Redirect(w, r, auth.SafeReturnPath(r.FormValue("rd")), http.StatusSeeOther)

@@ -36,7 +36,6 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/session"
-	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testenv"
 	"github.com/userland-dev/userland/internal/testobj"
 )
@@ -465,7 +464,10 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 
 	// A browser gets the progress page; an XHR is held until Ready.
 	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "Starting your environment") ||
+	if ul.Status.DisplayName == "" {
+		t.Errorf("the controller did not record the template's display name: %+v", ul.Status)
+	}
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "<h1>Starting "+ul.Status.DisplayName+"…</h1>") ||
 		!strings.Contains(body, "stopped because nobody had used it") {
 		t.Fatalf("navigation to a stopped environment: %s %s", resp.Status, body)
 	}
@@ -565,7 +567,7 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 		t.Fatalf("%d auto-provisioned Userlands, want exactly one", len(list.Items))
 	}
 	ul := list.Items[0]
-	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != naming.UserlandName("carol", "Template/lab") {
+	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != "carol-lab" {
 		t.Errorf("provisioned %s for %q from %s", ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	"github.com/userland-dev/userland/internal/gateway/dashboard"
+	"github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 	"github.com/userland-dev/userland/internal/gateway/route"
@@ -94,7 +95,7 @@ func (s *Server) Handler(log logr.Logger) http.Handler { return observe(s, s.Met
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if label, err := route.LabelFromHost(r.Host, s.BaseDomain); err == nil || errors.Is(err, route.ErrInvalid) {
 		if err != nil {
-			http.Error(w, "invalid environment address", http.StatusBadRequest)
+			pages.Error(w, r, http.StatusBadRequest, "invalid environment address")
 			return
 		}
 		s.serveEnvHost(w, r, label)
@@ -114,7 +115,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok"))
 	case p == "/readyz":
 		if s.Ready != nil && !s.Ready() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			pages.Error(w, r, http.StatusServiceUnavailable, "caches not synced")
 			return
 		}
 		_, _ = w.Write([]byte("ok"))
@@ -139,14 +140,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, route.ErrNeedsSlash):
 			http.Redirect(w, r, t.Prefix+"/", http.StatusFound)
 		case err != nil:
-			http.Error(w, "invalid environment address", http.StatusBadRequest)
+			pages.Error(w, r, http.StatusBadRequest, "invalid environment address")
 		default:
 			if id, ok := s.identity(w, r); ok {
 				s.serveEnvironment(w, r, id, t, true)
 			}
 		}
 	default:
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 	}
 }
 
@@ -167,19 +168,19 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 	// A page of another origin (another environment, any site) must not
 	// drive this one as the viewer: refused before any look-up or dial.
 	if s.crossSite(r) {
-		http.Error(w, "cross-origin request to an environment refused", http.StatusForbidden)
+		pages.Error(w, r, http.StatusForbidden, "cross-origin request to an environment refused")
 		return
 	}
 	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
 	ul, spec, ok := s.lookup(r.Context(), id, key)
 	if !ok {
 		// Not found and not allowed look the same: existence is not revealed.
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	subdomain := naming.Routing(spec.HTTP.Routing, s.BaseDomain != "") == v1alpha1.RoutingSubdomain
 	if pathRouted == subdomain {
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	if ul.Status.Phase != v1alpha1.PhaseReady {
@@ -192,7 +193,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 	s.forgetWake(key)
 	upstream, err := s.Resolver.Resolve(ul.Namespace, ul.Name, spec.HTTP.Port)
 	if err != nil {
-		http.Error(w, "environment address unknown", http.StatusBadGateway)
+		pages.Error(w, r, http.StatusBadGateway, "environment address unknown")
 		return
 	}
 	req := proxy.Request{Upstream: upstream, Identity: id, Rules: s.idleRules.Get(spec.Idle),
@@ -238,15 +239,6 @@ func (s *Server) lookup(ctx context.Context, id session.Identity, key types.Name
 	return ul, t.Spec, true
 }
 
-// gatewayPageHeaders mark a page the gateway itself renders: never cached,
-// never framed (a hostile page must not overlay or read it).
-func gatewayPageHeaders(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
-}
-
 // home serves the dashboard to a signed-in user.
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.identity(w, r)
@@ -259,7 +251,7 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 		s.provision(r.Context(), id)
 	}
 	if s.Dashboard == nil {
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	s.Dashboard.ServeHTTP(w, r, id)

@@ -3,7 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
-	"html/template"
+
 	"mime"
 	"net/http"
 	"net/url"
@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
@@ -22,7 +23,7 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) (session.Ident
 		id, err := s.Header.Identity(r)
 		if err != nil {
 			s.Metrics.signinFailed("untrusted_header")
-			http.Error(w, "not authenticated", http.StatusUnauthorized)
+			pages.Error(w, r, http.StatusUnauthorized, "not authenticated")
 			return session.Identity{}, false
 		}
 		return id, true
@@ -34,27 +35,15 @@ func (s *Server) identity(w http.ResponseWriter, r *http.Request) (session.Ident
 	if isNavigation(r) {
 		http.Redirect(w, r, "/login?rd="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
 	} else {
-		http.Error(w, "not signed in", http.StatusUnauthorized)
+		pages.Error(w, r, http.StatusUnauthorized, "not signed in")
 	}
 	return session.Identity{}, false
 }
 
-var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sign in — Userland</title></head>
-<body><h1>Sign in</h1>
-{{with .Error}}<p role="alert">{{.}}</p>{{end}}
-<form method="post" action="/login">
-<input type="hidden" name="rd" value="{{.Return}}">
-<label>User <input name="username" autocomplete="username" required></label>
-<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
-<button type="submit">Sign in</button>
-</form></body></html>
-`))
-
 // login shows and handles the static-users form.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if s.Static == nil {
-		http.NotFound(w, r)
+		pages.NotFound(w, r)
 		return
 	}
 	if r.Method == http.MethodPost {
@@ -62,7 +51,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		// a body too large, too slow or not a plain form costs no bcrypt.
 		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/x-www-form-urlencoded" {
 			s.Metrics.signinFailed("bad_form")
-			http.Error(w, "sign-in expects a URL-encoded form", http.StatusUnsupportedMediaType)
+			pages.Error(w, r, http.StatusUnsupportedMediaType, "sign-in expects a URL-encoded form")
 			return
 		}
 		if err := r.ParseForm(); err != nil {
@@ -73,9 +62,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	rd := auth.SafeReturnPath(r.FormValue("rd"))
 	render := func(code int, msg string) {
-		gatewayPageHeaders(w)
-		w.WriteHeader(code)
-		_ = loginPage.Execute(w, map[string]string{"Return": rd, "Error": msg})
+		pages.RenderLogin(w, code, pages.Login{Return: rd, Error: msg})
 	}
 	switch r.Method {
 	case http.MethodGet:
@@ -84,7 +71,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		// Login CSRF: a form posted from another site is refused.
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
 			s.Metrics.signinFailed("cross_site")
-			http.Error(w, "cross-site sign-in refused", http.StatusForbidden)
+			pages.Error(w, r, http.StatusForbidden, "cross-site sign-in refused")
 			return
 		}
 		wait := s.Limits.PasswordCheckWait
@@ -106,14 +93,14 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := s.Sessions.Save(w, id); err != nil {
-			http.Error(w, "could not sign in", http.StatusInternalServerError)
+			pages.Error(w, r, http.StatusInternalServerError, "could not sign in")
 			return
 		}
 		s.provision(r.Context(), id)
 		http.Redirect(w, r, rd, http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		pages.Error(w, r, http.StatusMethodNotAllowed, "method not allowed")
 	}
 }
 
@@ -126,7 +113,7 @@ func sameOrigin(origin string, r *http.Request) bool {
 func (s *Server) startRemote(w http.ResponseWriter, r *http.Request) {
 	flow, target := s.Provider.Start(auth.SafeReturnPath(r.FormValue("rd")))
 	if err := s.Sessions.SaveFlow(w, flow); err != nil {
-		http.Error(w, "could not start sign-in", http.StatusInternalServerError)
+		pages.Error(w, r, http.StatusInternalServerError, "could not start sign-in")
 		return
 	}
 	http.Redirect(w, r, target, http.StatusFound)
@@ -137,32 +124,32 @@ func (s *Server) finishRemote(w http.ResponseWriter, r *http.Request) {
 	flow, err := s.Sessions.TakeFlow(w, r)
 	if err != nil {
 		s.Metrics.signinFailed("expired")
-		http.Error(w, "the sign-in expired or was started elsewhere; please sign in again", http.StatusBadRequest)
+		pages.Error(w, r, http.StatusBadRequest, "the sign-in expired or was started elsewhere; please sign in again")
 		return
 	}
 	if e := r.FormValue("error"); e != "" {
 		s.Metrics.signinFailed("provider_error")
-		http.Error(w, "the identity provider refused the sign-in: "+e, http.StatusUnauthorized)
+		pages.Error(w, r, http.StatusUnauthorized, "the identity provider refused the sign-in: "+e)
 		return
 	}
 	id, err := s.Provider.Finish(r.Context(), flow, r.FormValue("state"), r.FormValue("code"))
 	switch {
 	case errors.Is(err, auth.ErrStateMismatch):
 		s.Metrics.signinFailed("state_mismatch")
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		pages.Error(w, r, http.StatusBadRequest, err.Error())
 		return
 	case errors.Is(err, auth.ErrNotAllowed):
 		s.Metrics.signinFailed("not_allowed")
-		http.Error(w, err.Error(), http.StatusForbidden)
+		pages.Error(w, r, http.StatusForbidden, err.Error())
 		return
 	case err != nil:
 		s.Metrics.signinFailed("exchange")
 		ctrl.LoggerFrom(r.Context()).Error(err, "completing sign-in")
-		http.Error(w, "sign-in failed; please try again", http.StatusBadGateway)
+		pages.Error(w, r, http.StatusBadGateway, "sign-in failed; please try again")
 		return
 	}
 	if err := s.Sessions.Save(w, id); err != nil {
-		http.Error(w, "could not sign in", http.StatusInternalServerError)
+		pages.Error(w, r, http.StatusInternalServerError, "could not sign in")
 		return
 	}
 	s.provision(r.Context(), id)

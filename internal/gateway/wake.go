@@ -2,15 +2,19 @@ package gateway
 
 import (
 	"context"
-	"html/template"
+
 	"net/http"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/gateway/dashboard"
+	"github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
@@ -45,7 +49,11 @@ func (s *Server) forgetWake(key types.NamespacedName) {
 func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Identity, ul *v1alpha1.Userland) (*v1alpha1.Userland, bool) {
 	key := types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}
 	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedSuspended {
-		s.progress(w, ul, http.StatusServiceUnavailable, "This environment is suspended by its administrators, so it cannot be started from here.")
+		why := "It was stopped from the dashboard. Start it there, under your environments."
+		if actions.SuspendedByStaff(ul) {
+			why = "An administrator or instructor suspended it, so only they can start it again."
+		}
+		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
 	}
 	timeout := s.WakeTimeout
@@ -55,7 +63,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 	if ul.Status.Phase == v1alpha1.PhaseStopped && s.shouldWake(key, timeout) {
 		if err := s.Activity.Wake(r.Context(), key); err != nil {
 			s.forgetWake(key)
-			http.Error(w, "could not start the environment; try again", http.StatusServiceUnavailable)
+			pages.Error(w, r, http.StatusServiceUnavailable, "could not start the environment; try again")
 			return nil, false
 		}
 		s.Metrics.woke()
@@ -84,25 +92,12 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		select {
 		case <-ctx.Done():
 			w.Header().Set("Retry-After", "5")
-			http.Error(w, "the environment is starting; retry shortly", http.StatusServiceUnavailable)
+			pages.Error(w, r, http.StatusServiceUnavailable, "the environment is starting; retry shortly")
 			return nil, false
 		case <-tick.C:
 		}
 	}
 }
-
-var progressPage = template.Must(template.New("progress").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-{{if not .Final}}<meta http-equiv="refresh" content="2">{{end}}
-<title>Starting {{.Name}}</title></head>
-<body>
-<h1>{{if .Final}}{{.Name}}{{else if .Failed}}Your environment cannot start{{else}}Starting your environment…{{end}}</h1>
-<p>{{.Name}} in {{.Namespace}}: <strong>{{.Phase}}</strong></p>
-{{with .Message}}<p>{{.}}</p>{{end}}
-{{if .Failed}}<p>This page keeps checking, and continues if it recovers. Ask your instructor if it does not.</p>
-{{else if not .Final}}<p>This page continues to the environment when it is ready.</p>{{end}}
-</body></html>
-`))
 
 func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int, final string) {
 	phase := string(ul.Status.Phase)
@@ -118,12 +113,24 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 			message = idleStoppedMessage(ul, time.Now())
 		}
 	}
-	gatewayPageHeaders(w)
-	w.WriteHeader(code)
-	_ = progressPage.Execute(w, map[string]any{
-		"Name": ul.Name, "Namespace": ul.Namespace, "Phase": phase, "Message": message, "Final": final != "",
-		"Failed": ul.Status.Phase == v1alpha1.PhaseFailed,
+	if message == "" && phase == string(v1alpha1.PhaseStarting) {
+		message = startingMessage(ul)
+	}
+	pages.RenderProgress(w, code, pages.Progress{
+		Frame:       pages.Frame{Home: s.dashboardURL()},
+		Environment: dashboard.Title(ul), Owner: ul.Spec.User,
+		Phase: phase, Message: message, Final: final != "",
+		Failed: ul.Status.Phase == v1alpha1.PhaseFailed,
 	})
+}
+
+// startingMessage is the controller's own word on a start in progress,
+// when it has one.
+func startingMessage(ul *v1alpha1.Userland) string {
+	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue {
+		return c.Message
+	}
+	return ""
 }
 
 // idleStoppedMessage tells a user coming back why they wait.
@@ -135,4 +142,13 @@ func idleStoppedMessage(ul *v1alpha1.Userland, now time.Time) string {
 	}
 	return "It was stopped because nobody had used it" + since + ", to free the cluster for others. " +
 		"It is starting again now; your files were kept."
+}
+
+// dashboardURL is the dashboard's address: on an environment host "/" is the
+// environment's own.
+func (s *Server) dashboardURL() string {
+	if s.PublicURL == nil {
+		return "/"
+	}
+	return s.PublicURL.JoinPath("/").String()
 }

@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
 )
 
 // FuzzNameFor checks that every identity maps to a valid, stable Userland
@@ -47,15 +50,56 @@ func TestNameFor(t *testing.T) {
 	}
 }
 
-func TestUserlandNamesAreDistinct(t *testing.T) {
-	a := UserlandName("alice", "Template/vscode-x")
-	b := UserlandName("alice-vscode", "Template/x")
-	if a == b {
-		t.Errorf("two user/template pairs share the name %s", a)
+func TestReadableNames(t *testing.T) {
+	lab := v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: "jupyterlab"}
+	cases := []struct{ user, template, want string }{
+		{"alice", "jupyterlab", "alice-jupyterlab"},
+		{"Taro.Yamada@uni.example.ac.jp", "vscode", "taro-yamada-vscode"},
+		{"42@x.example", "vscode", "u-42-vscode"},
+		{"dave@uni.example.ac.jp", "2024-intro", "dave-2024-intro"},
+		{strings.Repeat("long", 20) + "@x", strings.Repeat("t", 40), strings.Repeat("long", 5) + "-" + strings.Repeat("t", 24)},
 	}
-	// Every replica must derive the same name: it is a pure function, so
-	// pin one value.
-	if got, want := UserlandName("alice", "Template/vscode"), "alice-template-vscode-"; got[:len(want)] != want || len(got) != len(want)+10 {
-		t.Errorf("UserlandName = %q, want %q plus a 10-character hash", got, want)
+	var got []string
+	var want []string
+	for _, c := range cases {
+		got = append(got, ReadableName(c.user, c.template))
+		want = append(want, c.want)
 	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ReadableName (-want +got):\n%s", diff)
+	}
+	// The hashed form is the readable one and six hex digits, differs by
+	// user, kind and template, and fits a Service name.
+	h := HashedName("alice@a.example", lab)
+	if !strings.HasPrefix(h, "alice-jupyterlab-") || len(h) != len("alice-jupyterlab-")+6 {
+		t.Errorf("HashedName = %q", h)
+	}
+	cluster := lab
+	cluster.Kind = v1alpha1.TemplateKindClusterTemplate
+	if h == HashedName("alice@b.example", lab) || h == HashedName("alice@a.example", cluster) {
+		t.Error("hashed names of different users or kinds collide")
+	}
+	longest := HashedName(strings.Repeat("u", 99), v1alpha1.TemplateReference{Name: strings.Repeat("t", 99)})
+	if errs := validation.IsDNS1035Label(longest); len(errs) > 0 {
+		t.Errorf("%q: %v", longest, errs)
+	}
+}
+
+// FuzzCandidateNames checks that every user and template give valid,
+// distinct candidate names.
+func FuzzCandidateNames(f *testing.F) {
+	f.Add("alice@uni.example", "jupyterlab")
+	f.Add("", "")
+	f.Add("--", "9")
+	f.Fuzz(func(t *testing.T, user, template string) {
+		names := CandidateNames(user, v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: template})
+		for _, n := range names {
+			if errs := validation.IsDNS1035Label(n); len(errs) > 0 {
+				t.Fatalf("CandidateNames(%q, %q): %q: %v", user, template, n, errs)
+			}
+		}
+		if names[0] == names[1] {
+			t.Fatalf("CandidateNames(%q, %q) repeats %q", user, template, names[0])
+		}
+	})
 }

@@ -106,15 +106,32 @@ func BasePath(namespace, name string, routing v1alpha1.Routing) string {
 	return "/u/" + namespace + "/" + name + "/"
 }
 
-// NameFor derives the Userland name auto-provisioning gives an identity:
-// lower-case letters, digits and '-', starting with a letter, at most 63
-// characters. When that loses information (any change at all, including
-// case), a hash of the identity is appended, so two identities never share
-// a name and the same identity always gets the same one.
+// NameFor derives a name from an identity: lower-case letters, digits and
+// '-', starting with a letter, at most 63 characters. When that loses
+// information (any change at all, including case), a hash of the identity
+// is appended, so two identities never share a name and the same identity
+// always gets the same one. Environments created before readable names
+// carry NameFor(user + "/" + kind + "/" + template); they keep it.
 func NameFor(identity string) string {
+	name := sanitise(identity, 63)
+	if name == identity {
+		return name
+	}
+	sum := sha256.Sum256([]byte(identity))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	if len(name) > 63-len(suffix) {
+		name = strings.TrimRight(name[:63-len(suffix)], "-")
+	}
+	return name + suffix
+}
+
+// sanitise lower-cases s, keeps letters and digits, turns every other run
+// into one '-', makes it start with a letter and cuts it to at most limit
+// characters (limit ≥ 3).
+func sanitise(s string, limit int) string {
 	var b strings.Builder
 	dash := false
-	for _, r := range strings.ToLower(identity) {
+	for _, r := range strings.ToLower(s) {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 			b.WriteRune(r)
@@ -130,23 +147,44 @@ func NameFor(identity string) string {
 	if name == "" || name[0] < 'a' || name[0] > 'z' {
 		name = "u-" + name
 	}
-	if name == identity && len(name) <= 63 {
-		return name
+	if len(name) > limit {
+		name = name[:limit]
 	}
-	sum := sha256.Sum256([]byte(identity))
-	suffix := "-" + hex.EncodeToString(sum[:])[:10]
-	if len(name) > 63-len(suffix) {
-		name = strings.TrimRight(name[:63-len(suffix)], "-")
-	}
-	return name + suffix
+	return strings.TrimRight(name, "-")
 }
 
-// UserlandName is the Userland name for a user and template (as
-// "<Kind>/<name>"): derived only from them, so every gateway replica, the
-// roster import, the plugin and `userland dev` pick the same name and
-// concurrent sign-ins collapse into one object. The '/' never survives
-// sanitising, so a hash of both is always appended and no two pairs share
-// a name.
-func UserlandName(user, template string) string {
-	return NameFor(user + "/" + template)
+// Readable names are "<user>-<template>": the user's local part (before
+// '@') cut to maxUserPart characters and the template cut to
+// maxTemplatePart, so a hashed form still fits a Service name (63) and
+// short namespaces still get readable host labels.
+const (
+	maxUserPart     = 20
+	maxTemplatePart = 24
+	shortHashLen    = 6
+)
+
+// ReadableName is the name a user's environment from a template gets when
+// nobody else has it, e.g. "alice-jupyterlab" for alice@uni.example.edu
+// and template jupyterlab.
+func ReadableName(user, template string) string {
+	local, _, _ := strings.Cut(user, "@")
+	return sanitise(local, maxUserPart) + "-" + strings.TrimPrefix(sanitise(template, maxTemplatePart), "u-")
+}
+
+// HashedName is the name used when the readable one belongs to another
+// user or template: the readable name and a short hash of user, kind and
+// template, e.g. "alice-jupyterlab-3f9a1c".
+func HashedName(user string, ref v1alpha1.TemplateReference) string {
+	kind := ref.Kind
+	if kind == "" {
+		kind = v1alpha1.TemplateKindTemplate // the API server's default
+	}
+	sum := sha256.Sum256([]byte(user + "\x00" + string(kind) + "/" + ref.Name))
+	return ReadableName(user, ref.Name) + "-" + hex.EncodeToString(sum[:])[:shortHashLen]
+}
+
+// CandidateNames are the names a new environment of user from ref may
+// take, in order of preference.
+func CandidateNames(user string, ref v1alpha1.TemplateReference) []string {
+	return []string{ReadableName(user, ref.Name), HashedName(user, ref)}
 }

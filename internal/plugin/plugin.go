@@ -24,8 +24,8 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
-	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/roster"
+	"github.com/userland-dev/userland/internal/userlands"
 )
 
 // fieldOwner names the plugin's writes.
@@ -151,7 +151,7 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 		return fmt.Errorf("--output %q: want wide, json or yaml", output)
 	}
 	w := tabwriter.NewWriter(o.io.Out, 0, 4, 3, ' ', 0)
-	header := []string{"NAME", "USER", "TEMPLATE", "PHASE", "URL", "LAST USED"}
+	header := []string{"NAME", "DISPLAY", "USER", "TEMPLATE", "PHASE", "URL", "LAST USED"}
 	if o.allNamespaces {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
@@ -166,7 +166,11 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 		if url == "" {
 			url = "<none>"
 		}
-		row := []string{ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name, phase(ul), url, lastActivity(ul, now)}
+		display := ul.Status.DisplayName
+		if display == "" {
+			display = "<pending>" // the controller has not resolved the template yet
+		}
+		row := []string{ul.Name, display, ul.Spec.User, ul.Spec.TemplateRef.Name, phase(ul), url, lastActivity(ul, now)}
 		if o.allNamespaces {
 			row = append([]string{ul.Namespace}, row...)
 		}
@@ -196,7 +200,7 @@ func (o *options) listCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List environments: user, template, phase, URL and last activity",
+		Short: "List environments: display name, user, template, phase, URL and last activity",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, list, err := o.list(cmd.Context())
@@ -238,19 +242,23 @@ func (o *options) createCommand() *cobra.Command {
 				return fmt.Errorf("--kind %q: want Template or ClusterTemplate", kind)
 			}
 			ul := &v1alpha1.Userland{Spec: v1alpha1.UserlandSpec{User: args[0], TemplateRef: v1alpha1.TemplateReference{Kind: k, Name: template}}}
-			ul.Namespace, ul.Name = ns, naming.UserlandName(args[0], string(k)+"/"+template)
+			ul.Namespace = ns
 			opts := []client.CreateOption{client.FieldOwner(fieldOwner)}
 			if dryRun {
 				opts = append(opts, client.DryRunAll)
 			}
-			if err := c.Create(cmd.Context(), ul, opts...); err != nil {
+			name, created, err := userlands.Create(cmd.Context(), c, c, ul, opts...)
+			if err != nil {
 				return fmt.Errorf("creating the environment of %s: %w", args[0], err)
+			}
+			if !created {
+				return fmt.Errorf("%s already has an environment from %s %s in %s: userland.userland.dev/%s", args[0], k, template, ns, name)
 			}
 			suffix := ""
 			if dryRun {
 				suffix = " (server dry run)"
 			}
-			_, _ = fmt.Fprintf(o.io.Out, "userland.userland.dev/%s created%s\n", ul.Name, suffix)
+			_, _ = fmt.Fprintf(o.io.Out, "userland.userland.dev/%s created%s\n", name, suffix)
 			return nil
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -57,7 +58,7 @@ func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := naming.UserlandName("Taro.Yamada@uni.example.ac.jp", "Template/vscode")
+	name := "taro-yamada-vscode"
 	if want := "userland.userland.dev/" + name + " created\n"; out != want {
 		t.Errorf("create printed %q, want %q", out, want)
 	}
@@ -68,8 +69,8 @@ func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
 	if ul.Spec.User != "Taro.Yamada@uni.example.ac.jp" || ul.Spec.TemplateRef.Name != "vscode" {
 		t.Errorf("spec %+v", ul.Spec)
 	}
-	if _, _, err := kubectl(t, "-n", ns, "create", "Taro.Yamada@uni.example.ac.jp", "--template", "vscode"); err == nil || !strings.Contains(err.Error(), "already exists") {
-		t.Errorf("creating twice: %v, want already exists", err)
+	if _, _, err := kubectl(t, "-n", ns, "create", "Taro.Yamada@uni.example.ac.jp", "--template", "vscode"); err == nil || !strings.Contains(err.Error(), "already has an environment from Template vscode") {
+		t.Errorf("creating twice: %v, want already has an environment", err)
 	}
 
 	out, _, err = kubectl(t, "-n", ns, "list")
@@ -77,7 +78,7 @@ func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[1], "Taro.Yamada@uni.example.ac.jp") || !strings.Contains(lines[1], "vscode") {
+	if len(lines) != 2 || !strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME DISPLAY USER") || !strings.Contains(lines[1], "Taro.Yamada@uni.example.ac.jp") || !strings.Contains(lines[1], "vscode") {
 		t.Errorf("list:\n%s", out)
 	}
 	out, _, err = kubectl(t, "-n", ns, "list", "-o", "json")
@@ -96,6 +97,43 @@ func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
 	}
 	if _, _, err = kubectl(t, "-n", ns, "list", "-o", "xml"); err == nil {
 		t.Error("list -o xml was accepted")
+	}
+}
+
+// TestCreateNamesAreReadableAndStable creates environments whose readable
+// names are taken or which exist under an earlier naming rule, against a
+// real API server.
+func TestCreateNamesAreReadableAndStable(t *testing.T) {
+	ns := env.Namespace(t)
+	mustCreate(t, testobj.MakeTemplate(ns, "lab").Obj(), testobj.MakeTemplate(ns, "vscode").Obj(),
+		// alice@b.example's readable name, "alice-lab", is already
+		// alice@a.example's.
+		testobj.MakeUserland(ns, "alice-lab", "alice@a.example", "lab").Obj(),
+		// bob's environment from vscode predates readable names.
+		testobj.MakeUserland(ns, naming.NameFor("bob/Template/vscode"), "bob", "vscode").Obj())
+
+	out, _, err := kubectl(t, "-n", ns, "create", "alice@b.example", "--template", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashed := naming.HashedName("alice@b.example", v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: "lab"})
+	if want := "userland.userland.dev/" + hashed + " created\n"; out != want || !strings.HasPrefix(hashed, "alice-lab-") || len(hashed) != len("alice-lab-")+6 {
+		t.Errorf("create printed %q, want %q (the readable name and a 6-digit hash)", out, want)
+	}
+	_, _, err = kubectl(t, "-n", ns, "create", "bob", "--template", "vscode")
+	if err == nil || !strings.Contains(err.Error(), naming.NameFor("bob/Template/vscode")) {
+		t.Errorf("creating bob's second vscode environment: %v, want the existing one named", err)
+	}
+	var list v1alpha1.UserlandList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ul := range list.Items {
+		names = append(names, ul.Name)
+	}
+	if diff := cmp.Diff([]string{"alice-lab", hashed, naming.NameFor("bob/Template/vscode")}, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("Userlands (-want +got):\n%s", diff)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/userlands"
 )
 
 // Column names a roster may use in its header row.
@@ -152,11 +152,10 @@ type Options struct {
 // Import creates a Userland for every good row and reports each row.
 func Import(ctx context.Context, rows []Row, opts Options) []Result {
 	results := make([]Result, 0, len(rows))
-	seen := map[types.NamespacedName]int{}
-	kinds := map[types.NamespacedName]kindLookup{}
+	st := &importState{seen: map[rowKey]int{}, kinds: map[types.NamespacedName]kindLookup{}, indexes: map[string]*userlands.Index{}}
 	for _, row := range rows {
 		res := Result{Row: row}
-		res.Outcome, res.Name, res.Reason = importRow(ctx, row, seen, kinds, opts)
+		res.Outcome, res.Name, res.Reason = importRow(ctx, row, st, opts)
 		results = append(results, res)
 	}
 	return results
@@ -169,7 +168,21 @@ type kindLookup struct {
 	err  error
 }
 
-func importRow(ctx context.Context, row Row, seen map[types.NamespacedName]int, kinds map[types.NamespacedName]kindLookup, opts Options) (Outcome, string, string) {
+// rowKey is what makes a row a duplicate of another: one environment per
+// user and template in a namespace.
+type rowKey struct {
+	namespace, user string
+	ref             v1alpha1.TemplateReference
+}
+
+// importState is what one import remembers between rows.
+type importState struct {
+	seen    map[rowKey]int
+	kinds   map[types.NamespacedName]kindLookup
+	indexes map[string]*userlands.Index
+}
+
+func importRow(ctx context.Context, row Row, st *importState, opts Options) (Outcome, string, string) {
 	switch {
 	case row.Problem != "":
 		return Rejected, "", row.Problem
@@ -187,42 +200,47 @@ func importRow(ctx context.Context, row Row, seen map[types.NamespacedName]int, 
 		return Rejected, "", fmt.Sprintf("you may not manage namespace %s", row.Namespace)
 	}
 	tkey := types.NamespacedName{Namespace: row.Namespace, Name: row.Template}
-	lookup, ok := kinds[tkey]
+	lookup, ok := st.kinds[tkey]
 	if !ok {
 		lookup.kind, lookup.err = templateKind(ctx, opts.Reader, row.Namespace, row.Template)
-		kinds[tkey] = lookup
+		st.kinds[tkey] = lookup
 	}
 	kind, err := lookup.kind, lookup.err
 	if err != nil {
 		return Rejected, "", err.Error()
 	}
-	key := types.NamespacedName{Namespace: row.Namespace, Name: naming.UserlandName(row.User, string(kind)+"/"+row.Template)}
-	if line, dup := seen[key]; dup {
-		return Existing, key.Name, fmt.Sprintf("same user and template as line %d", line)
+	ref := v1alpha1.TemplateReference{Kind: kind, Name: row.Template}
+	index, ok := st.indexes[row.Namespace]
+	if !ok {
+		if index, err = userlands.NewIndex(ctx, opts.Reader, row.Namespace); err != nil {
+			return Rejected, "", "could not list environments: " + apiMessage(err)
+		}
+		st.indexes[row.Namespace] = index
 	}
-	seen[key] = row.Line
-	var existing v1alpha1.Userland
-	if err := opts.Reader.Get(ctx, key, &existing); err == nil {
-		return Existing, key.Name, ""
+	key := rowKey{row.Namespace, row.User, ref}
+	if line, dup := st.seen[key]; dup {
+		name, _, _ := index.Name(row.User, ref)
+		return Existing, name, fmt.Sprintf("same user and template as line %d", line)
 	}
+	st.seen[key] = row.Line
 	ul := &v1alpha1.Userland{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Spec:       v1alpha1.UserlandSpec{User: row.User, TemplateRef: v1alpha1.TemplateReference{Kind: kind, Name: row.Template}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: row.Namespace},
+		Spec:       v1alpha1.UserlandSpec{User: row.User, TemplateRef: ref},
 	}
 	createOpts := []client.CreateOption{client.FieldOwner(opts.FieldOwner)}
 	if opts.DryRun {
 		createOpts = append(createOpts, client.DryRunAll)
 	}
-	err = opts.Writer.Create(ctx, ul, createOpts...)
+	name, created, err := index.Create(ctx, opts.Reader, opts.Writer, ul, createOpts...)
 	switch {
+	case err == nil && created:
+		return Created, name, ""
 	case err == nil:
-		return Created, key.Name, ""
-	case apierrors.IsAlreadyExists(err):
-		return Existing, key.Name, ""
+		return Existing, name, ""
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
-		return Rejected, key.Name, apiMessage(err)
+		return Rejected, name, apiMessage(err)
 	default:
-		return Rejected, key.Name, "could not create it: " + apiMessage(err)
+		return Rejected, name, "could not create it: " + apiMessage(err)
 	}
 }
 

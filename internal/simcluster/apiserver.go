@@ -24,7 +24,13 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 	if err := os.MkdirAll(pki, 0o700); err != nil {
 		return fmt.Errorf("creating certificate directory: %w", err)
 	}
-	ca, err := newAuthority()
+	var ca *authority
+	var err error
+	if c.opts.StateDir != "" {
+		ca, err = stateAuthority(filepath.Join(c.opts.StateDir, "pki"))
+	} else {
+		ca, err = newAuthority()
+	}
 	if err != nil {
 		return err
 	}
@@ -73,6 +79,13 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 	c.processes = append(c.processes, etcd)
 
 	apiPort, err := FreePort()
+	if c.opts.StateDir != "" {
+		var moved bool
+		apiPort, moved, err = statePort(c.opts.StateDir)
+		if moved {
+			c.PortMoved = true
+		}
+	}
 	if err != nil {
 		return err
 	}

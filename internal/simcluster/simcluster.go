@@ -73,7 +73,9 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags, e.g. an audit log.
 	APIServerArgs map[string]string
 	// StateDir, when set, keeps etcd's data in StateDir/etcd so the
-	// cluster's objects survive a restart (`userland dev`).
+	// cluster's objects survive a restart (`userland dev`), and the
+	// certificate authority and API server port, so a kubeconfig read
+	// before a restart still works after it.
 	StateDir string
 	// KeepDir keeps a temporary Dir after Stop (for reading logs).
 	KeepDir bool
@@ -91,6 +93,10 @@ type Cluster struct {
 	Client client.Client
 	// Dir holds component logs.
 	Dir string
+	// PortMoved reports that the API server could not take the port kept
+	// in StateDir (something else listens there): kubeconfigs read before
+	// must be read again.
+	PortMoved bool
 
 	opts      Options
 	ownDir    bool

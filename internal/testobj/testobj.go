@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -49,6 +50,19 @@ func (w *TemplateWrapper) Cluster() *v1alpha1.ClusterTemplate {
 // Image sets the container's image.
 func (w *TemplateWrapper) Image(image string) *TemplateWrapper {
 	w.t.Spec.PodTemplate.Spec.Containers[0].Image = image
+	return w
+}
+
+// DisplayName sets what people call the template.
+func (w *TemplateWrapper) DisplayName(name string) *TemplateWrapper {
+	w.t.Spec.DisplayName = name
+	return w
+}
+
+// CPURequest sets the container's CPU request, e.g. "1000" to make a pod
+// no node can schedule.
+func (w *TemplateWrapper) CPURequest(quantity string) *TemplateWrapper {
+	w.t.Spec.PodTemplate.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(quantity)}
 	return w
 }
 

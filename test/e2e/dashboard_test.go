@@ -94,7 +94,7 @@ func signIn(t *testing.T, ctx context.Context, user string) {
 }
 
 func envName(user, template string) string {
-	return naming.UserlandName(user, string(v1alpha1.TemplateKindTemplate)+"/"+template)
+	return naming.ReadableName(user, template)
 }
 
 func phaseIs(name, phase string) string {
@@ -108,10 +108,11 @@ func TestStudentStopsStartsAndOpensTheirEnvironment(t *testing.T) {
 	ctx := session(t)
 	signIn(t, ctx, "alice")
 	vscode, lab := envName("alice", "vscode"), envName("alice", "jupyterlab")
+	const title = "VS Code" // the template's display name: what the page calls it
 	waitFor(t, ctx, "alice's environments to be Ready", phaseIs(vscode, "Ready")+" && "+phaseIs(lab, "Ready"), time.Minute)
 	screenshot(t, ctx, "dashboard")
 
-	do(t, ctx, "stopping", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Stop %s"]`, vscode))),
+	do(t, ctx, "stopping", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Stop %s"]`, title))),
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
 	waitFor(t, ctx, "Stopped", phaseIs(vscode, "Stopped"), time.Minute)
 
@@ -119,7 +120,7 @@ func TestStudentStopsStartsAndOpensTheirEnvironment(t *testing.T) {
 	// the page is not reloaded: progress arrives by the status script. The
 	// stop's confirmation goes first, so the wait below sees the new page.
 	_ = eval[bool](t, ctx, `(document.querySelector(".flash").remove(), true)`)
-	do(t, ctx, "starting", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Start %s"]`, vscode))),
+	do(t, ctx, "starting", chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label="Start %s"]`, title))),
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
 	_ = eval[bool](t, ctx, `window.__userlandMarker = true`)
 	waitFor(t, ctx, "Ready again", phaseIs(vscode, "Ready"), time.Minute)
@@ -127,13 +128,13 @@ func TestStudentStopsStartsAndOpensTheirEnvironment(t *testing.T) {
 		t.Error("the page reloaded to show progress; the status script should update it in place")
 	}
 	shown := func(label string) bool {
-		return eval[bool](t, ctx, fmt.Sprintf(`getComputedStyle(document.querySelector('button[aria-label="%s %s"]')).display !== "none"`, label, vscode))
+		return eval[bool](t, ctx, fmt.Sprintf(`getComputedStyle(document.querySelector('button[aria-label="%s %s"]')).display !== "none"`, label, title))
 	}
 	if !shown("Stop") || shown("Start") {
 		t.Errorf("a running environment shows Stop %v and Start %v, want only Stop", shown("Stop"), shown("Start"))
 	}
 
-	do(t, ctx, "opening", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[aria-label="Open %s"]`, vscode))),
+	do(t, ctx, "opening", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[aria-label="Open %s"]`, title))),
 		chromedp.WaitVisible(chromedp.CSS("#owner")))
 	waitFor(t, ctx, "the demo app", `(document.getElementById("owner")||{}).textContent === "Environment demo/`+vscode+` of alice"`, 30*time.Second)
 	waitFor(t, ctx, "the WebSocket echo", `Array.from(document.querySelectorAll("#echo-log li")).some(function(li){ return li.textContent === "echo: hello"; })`, 15*time.Second)
@@ -170,7 +171,7 @@ func TestStudentCannotSeeAnotherStudentsEnvironment(t *testing.T) {
 		}
 	}
 	do(t, ctx, "opening alice's address", chromedp.Navigate(stack.URL+"/u/demo/"+envName("alice", "vscode")+"/"))
-	if text := eval[string](t, ctx, `document.body.innerText`); !strings.Contains(text, "404 page not found") || strings.Contains(text, "alice") {
+	if text := eval[string](t, ctx, `document.body.innerText`); !strings.Contains(text, "Not found") || strings.Contains(text, "alice") {
 		t.Errorf("bob at alice's address saw %q, want a plain 404", text)
 	}
 	if code := eval[bool](t, ctx, `document.querySelector('a[href="/dashboard/admin"]') === null`); !code {

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,7 +88,7 @@ func (d *Dashboard) act(ctx context.Context, id session.Identity, key types.Name
 		return "", fmt.Errorf("%s %s: %w", verb, key, err)
 	}
 	done := map[string]string{"start": "starting", "stop": "stopping", "restart": "restarting", "apply": "applying the update to"}[verb]
-	return fmt.Sprintf("%s %s.", capitalise(done), key.Name), nil
+	return fmt.Sprintf("%s %s.", capitalise(done), rowOf(ul, access).Label), nil
 }
 
 // keepRunning answers an idle warning: it counts as use, so the stop
@@ -100,7 +101,7 @@ func (d *Dashboard) keepRunning(ctx context.Context, id session.Identity, key ty
 	if err := d.KeepRunning(ctx, key); err != nil {
 		return "", fmt.Errorf("keeping %s running: %w", key, err)
 	}
-	return fmt.Sprintf("%s keeps running.", key.Name), nil
+	return fmt.Sprintf("%s keeps running.", Title(ul)), nil
 }
 
 // create provisions one of the user's own environments from a template
@@ -118,7 +119,7 @@ func (d *Dashboard) create(ctx context.Context, id session.Identity, key types.N
 			if _, err := d.Provisioner.Create(ctx, id, c); err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("Created %s.", c.Name), nil
+			return fmt.Sprintf("Created %s.", cmp.Or(c.DisplayName, c.Ref.Name)), nil
 		}
 	}
 	return "", errForbidden

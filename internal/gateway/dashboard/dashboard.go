@@ -7,6 +7,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"html/template"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -80,10 +82,19 @@ type Dashboard struct {
 	Now func() time.Time
 }
 
-// Static serves the stylesheet and script.
+// Static serves the stylesheet (shared with the gateway's other pages)
+// and the script.
 func Static() http.Handler {
 	sub, _ := fs.Sub(staticFS, "static")
-	return http.StripPrefix(StaticPath, http.FileServerFS(sub))
+	files := http.StripPrefix(StaticPath, http.FileServerFS(sub))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == StaticPath+"dashboard.css" {
+			w.Header().Set("Content-Type", "text/css; charset=utf-8")
+			http.ServeContent(w, r, "dashboard.css", time.Time{}, bytes.NewReader(gwpages.CSS))
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 }
 
 // Owns reports whether path belongs to the dashboard.

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -22,11 +23,19 @@ import (
 // Row is one environment as the pages show it.
 type Row struct {
 	Namespace, Name, User, Template string
-	Phase                           string
-	Message                         string
-	URL                             string
-	LastActivity                    *time.Time
-	LastActivitySource              v1alpha1.ActivitySource
+	// TemplateKind is Template or ClusterTemplate.
+	TemplateKind v1alpha1.TemplateKind
+	// Title is what people call it: the template's display name. The
+	// generated object name is never shown.
+	Title string
+	// Label names it to assistive technology, unique on its page: the
+	// title for its owner, "<user>'s <title>" for staff.
+	Label              string
+	Phase              string
+	Message            string
+	URL                string
+	LastActivity       *time.Time
+	LastActivitySource v1alpha1.ActivitySource
 	// IdleStopAt is set while an idle stop is near.
 	IdleStopAt    *time.Time
 	UpdatePending bool
@@ -37,7 +46,12 @@ type Row struct {
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 	row := Row{
 		Namespace: ul.Namespace, Name: ul.Name, User: ul.Spec.User, Template: ul.Spec.TemplateRef.Name,
+		TemplateKind: ul.Spec.TemplateRef.Kind, Title: Title(ul),
 		Phase: string(ul.Status.Phase), URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access,
+	}
+	row.Label = row.Title
+	if access != authz.Owner {
+		row.Label = ul.Spec.User + "'s " + row.Title
 	}
 	if row.Phase == "" {
 		row.Phase = string(v1alpha1.PhasePending)
@@ -62,6 +76,12 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 	}
 	row.Running = !ul.Spec.Suspend && ul.Status.Phase != v1alpha1.PhaseStopped
 	return row
+}
+
+// Title is what people call an environment: its template's display name
+// (the controller copies it into status), else the template's name.
+func Title(ul *v1alpha1.Userland) string {
+	return cmp.Or(ul.Status.DisplayName, ul.Spec.TemplateRef.Name)
 }
 
 // visible lists the environments id may reach, keeping those keep admits.
@@ -172,7 +192,11 @@ func (d *Dashboard) home(w http.ResponseWriter, r *http.Request, id session.Iden
 			ctrl.LoggerFrom(ctx).Error(err, "listing templates to offer")
 		}
 		for _, c := range candidates {
-			if !slices.ContainsFunc(rows, func(r Row) bool { return r.Namespace == c.Namespace && r.Name == c.Name }) {
+			// An environment from that template exists, whatever its
+			// name (names chosen under earlier rules stay).
+			if !slices.ContainsFunc(rows, func(r Row) bool {
+				return r.Namespace == c.Namespace && r.User == id.User && r.TemplateKind == c.Ref.Kind && r.Template == c.Ref.Name
+			}) {
 				offers = append(offers, c)
 			}
 		}

@@ -9,14 +9,13 @@ import (
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/userlands"
 )
 
 // Provisioner creates a user's Userlands at sign-in from every template
@@ -56,7 +55,8 @@ type Candidate struct {
 	Namespace string
 	// Ref names the template.
 	Ref v1alpha1.TemplateReference
-	// Name is the Userland's deterministic name.
+	// Name is the name a new Userland would most likely get (the readable
+	// one); Create picks the actual name.
 	Name string
 	// DisplayName and Description come from the template.
 	DisplayName, Description string
@@ -69,7 +69,7 @@ func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Ca
 	add := func(ns string, kind v1alpha1.TemplateKind, name string, spec *v1alpha1.TemplateSpec) {
 		ref := v1alpha1.TemplateReference{Kind: kind, Name: name}
 		out = append(out, Candidate{
-			Namespace: ns, Ref: ref, Name: naming.UserlandName(id.User, string(kind)+"/"+name),
+			Namespace: ns, Ref: ref, Name: naming.ReadableName(id.User, name),
 			DisplayName: spec.DisplayName, Description: spec.Description,
 		})
 	}
@@ -97,30 +97,18 @@ func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Ca
 }
 
 // Create creates one candidate's Userland for id. It reports false when
-// the Userland already exists: the name is derived from user and template,
-// so whoever created it (another replica, another sign-in) made this
-// user's.
+// id already has an environment from that template, whoever created it
+// (another replica, another sign-in, an administrator).
 func (p *Provisioner) Create(ctx context.Context, id session.Identity, c Candidate) (bool, error) {
-	var existing v1alpha1.Userland
-	if err := p.Reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Name}, &existing); err == nil {
-		return false, nil
-	}
 	ul := &v1alpha1.Userland{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: c.Namespace, Name: c.Name,
-			Labels: map[string]string{"userland.dev/auto-provisioned": "true"},
+			Namespace: c.Namespace,
+			Labels:    map[string]string{"userland.dev/auto-provisioned": "true"},
 		},
 		Spec: v1alpha1.UserlandSpec{User: id.User, TemplateRef: c.Ref},
 	}
-	err := p.Writer.Create(ctx, ul, client.FieldOwner("userland-gateway"))
-	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsAlreadyExists(err):
-		return false, nil
-	default:
-		return false, fmt.Errorf("creating userland %s/%s: %w", c.Namespace, c.Name, err)
-	}
+	_, created, err := userlands.Create(ctx, p.Reader, p.Writer, ul, client.FieldOwner("userland-gateway"))
+	return created, err
 }
 
 // Provision creates the missing Userlands for id and returns how many it
