@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -59,10 +58,10 @@ func (w *TemplateWrapper) DisplayName(name string) *TemplateWrapper {
 	return w
 }
 
-// CPURequest sets the container's CPU request, e.g. "1000" to make a pod
-// no node can schedule.
-func (w *TemplateWrapper) CPURequest(quantity string) *TemplateWrapper {
-	w.t.Spec.PodTemplate.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(quantity)}
+// NodeSelector sets the pod's node selector, e.g. a label no node has,
+// so no node can take the pod.
+func (w *TemplateWrapper) NodeSelector(labels map[string]string) *TemplateWrapper {
+	w.t.Spec.PodTemplate.Spec.NodeSelector = labels
 	return w
 }
 

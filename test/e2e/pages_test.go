@@ -41,8 +41,8 @@ func pageChecks(t *testing.T, ctx context.Context, page string) {
 
 // TestPagesShareTheDashboardsLookAndSayWhatHappens opens, at phone width,
 // the pages a student meets outside the dashboard: sign-in (with a wrong
-// password), the progress page of an environment that cannot be
-// scheduled (the template's display name and the controller's words,
+// password), the progress page of an environment no node can take (the
+// template's display name and the controller's words in an alert region,
 // never the object's name) and "not found".
 func TestPagesShareTheDashboardsLookAndSayWhatHappens(t *testing.T) {
 	ctx := session(t)
@@ -59,7 +59,8 @@ func TestPagesShareTheDashboardsLookAndSayWhatHappens(t *testing.T) {
 	signIn(t, ctx, "bob")
 
 	bg := context.Background()
-	tmpl := testobj.MakeTemplate(devenv.DemoNamespace, "gpu-lab").DisplayName("GPU Lab").CPURequest("1000").Obj()
+	tmpl := testobj.MakeTemplate(devenv.DemoNamespace, "gpu-lab").DisplayName("GPU Lab").
+		NodeSelector(map[string]string{"example.com/gpu": "none-in-this-cluster"}).Obj()
 	if err := stack.Client.Create(bg, tmpl); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestPagesShareTheDashboardsLookAndSayWhatHappens(t *testing.T) {
 	var cur v1alpha1.Userland
 	var message string
 	deadline := time.Now().Add(time.Minute)
-	for message == "" || cur.Status.URL == "" || cur.Status.Phase != v1alpha1.PhaseStarting {
+	for message == "" || cur.Status.URL == "" || cur.Status.Phase != v1alpha1.PhaseFailed {
 		if time.Now().After(deadline) {
 			t.Fatalf("bob's GPU Lab never reported why it waits: %+v", cur.Status)
 		}
@@ -93,9 +94,9 @@ func TestPagesShareTheDashboardsLookAndSayWhatHappens(t *testing.T) {
 	}
 	t.Logf("the controller says: %s", message)
 	do(t, ctx, "opening bob's GPU Lab", chromedp.Navigate(cur.Status.URL), chromedp.WaitVisible(chromedp.CSS("h1")))
-	waitFor(t, ctx, "the progress page", `document.querySelector("h1").textContent === "Starting GPU Lab…"`, 10*time.Second)
+	waitFor(t, ctx, "the progress page", `document.querySelector("h1").textContent === "GPU Lab cannot start"`, 10*time.Second)
 	waitFor(t, ctx, "the controller's message in the live region",
-		`(function(){ var s = document.querySelector('[role="status"][aria-live="polite"]'); return !!s && s.textContent.indexOf(`+jsString(message)+`) >= 0 && s.textContent.indexOf("Starting") >= 0; })()`, 10*time.Second)
+		`(function(){ var s = document.querySelector('[role="alert"]'); return !!s && s.textContent.indexOf(`+jsString(message)+`) >= 0 && s.textContent.indexOf("Failed") >= 0; })()`, 10*time.Second)
 	if text := eval[string](t, ctx, `document.body.innerText`); strings.Contains(text, name) || !strings.Contains(text, "for bob") {
 		t.Errorf("the progress page shows the object name or not whose it is:\n%s", text)
 	}
