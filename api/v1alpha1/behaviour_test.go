@@ -268,21 +268,21 @@ func TestPrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	ul.Status = v1alpha1.UserlandStatus{
-		Phase: v1alpha1.PhaseReady, URL: "https://userland.example/u/" + ns + "/taro/",
+		Phase: v1alpha1.PhaseReady, URL: "https://userland.example/u/" + ns + "/taro/", DisplayName: "VS Code",
 		LastActivityTime: &metav1.Time{Time: time.Now().Add(-5 * time.Minute)},
 	}
 	if err := env.Client.Status().Update(ctx, ul); err != nil {
 		t.Fatal(err)
 	}
 	tab := table(t, fmt.Sprintf("/apis/userland.dev/v1alpha1/namespaces/%s/userlands", ns))
-	if diff := cmp.Diff([]string{"Name", "User", "Template", "Phase", "URL", "Last Used", "Age"}, columns(tab)); diff != "" {
+	if diff := cmp.Diff([]string{"Name", "Display", "User", "Template", "Phase", "URL", "Last Used", "Age"}, columns(tab)); diff != "" {
 		t.Errorf("Userland columns (-want +got):\n%s", diff)
 	}
 	if len(tab.Rows) != 1 {
 		t.Fatalf("got %d rows, want 1", len(tab.Rows))
 	}
 	cells := tab.Rows[0].Cells
-	if diff := cmp.Diff([]any{"taro", "Taro.Yamada@uni.example.ac.jp", "vscode", "Ready", "https://userland.example/u/" + ns + "/taro/", "5m"}, cells[:6]); diff != "" {
+	if diff := cmp.Diff([]any{"taro", "VS Code", "Taro.Yamada@uni.example.ac.jp", "vscode", "Ready", "https://userland.example/u/" + ns + "/taro/", "5m"}, cells[:7]); diff != "" {
 		t.Errorf("Userland row (-want +got):\n%s", diff)
 	}
 
