@@ -191,3 +191,17 @@ func waitStoppedUnused(t *testing.T, env, what string, start time.Time) v1alpha1
 		time.Sleep(time.Second)
 	}
 }
+
+// stillInUse asserts that the environment a person kept using is still
+// Ready with a WebSocket message as its last use, and returns its status.
+func stillInUse(t *testing.T, name, who, short, action string, start time.Time) v1alpha1.UserlandStatus {
+	t.Helper()
+	st := userlandStatus(t, name)
+	if st.Phase != v1alpha1.PhaseReady {
+		t.Errorf("%s is %s (%s) after %s", who, st.Phase, st.StoppedReason, time.Since(start).Round(time.Second))
+	}
+	if st.LastActivitySource != v1alpha1.ActivityWebSocket {
+		t.Errorf("%s's last use was %q, want WebSocket (%s)", short, st.LastActivitySource, action)
+	}
+	return st
+}

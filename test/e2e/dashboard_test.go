@@ -238,11 +238,13 @@ func TestAdminImportsARoster(t *testing.T) {
 	}
 }
 
+// unlabelled lists the page's controls that have no accessible name.
+const unlabelled = `Array.from(document.querySelectorAll('button, select, input:not([type="hidden"]), a')).filter(function(e){
+	return !(e.getAttribute("aria-label") || (e.labels && e.labels.length) || e.textContent.trim()); }).map(function(e){ return e.outerHTML; })`
+
 // TestDashboardIsUsableAtPhoneWidthAndLabelled checks the pages fit a
 // phone's width and every control has an accessible name.
 func TestDashboardIsUsableAtPhoneWidthAndLabelled(t *testing.T) {
-	const unlabelled = `Array.from(document.querySelectorAll('button, select, input:not([type="hidden"]), a')).filter(function(e){
-		return !(e.getAttribute("aria-label") || (e.labels && e.labels.length) || e.textContent.trim()); }).map(function(e){ return e.outerHTML; })`
 	for _, tc := range []struct{ user, path string }{{"alice", "/"}, {"admin", "/dashboard/admin"}} {
 		t.Run(tc.user, func(t *testing.T) {
 			ctx := session(t)

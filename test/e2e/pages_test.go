@@ -23,8 +23,6 @@ import (
 // no sideways scrolling.
 func pageChecks(t *testing.T, ctx context.Context, page string) {
 	t.Helper()
-	const unlabelled = `Array.from(document.querySelectorAll('button, select, input:not([type="hidden"]), a')).filter(function(e){
-		return !(e.getAttribute("aria-label") || (e.labels && e.labels.length) || e.textContent.trim()); }).map(function(e){ return e.outerHTML; })`
 	if !eval[bool](t, ctx, `getComputedStyle(document.querySelector("header")).borderBottomStyle === "solid" && getComputedStyle(document.body).margin === "0px"`) {
 		t.Errorf("%s: the stylesheet does not apply", page)
 	}

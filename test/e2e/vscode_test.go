@@ -108,13 +108,7 @@ func TestVSCodeIdleMeansNobodyIsThere(t *testing.T) {
 	waitStoppedUnused(t, "vs-untouched", "VS Code", start)
 	time.Sleep(15 * time.Second)
 	typed := stopTyping()
-	st := userlandStatus(t, "vs-busy")
-	if st.Phase != v1alpha1.PhaseReady {
-		t.Errorf("the VS Code someone typed in every 20 s is %s (%s) after %s", st.Phase, st.StoppedReason, time.Since(start).Round(time.Second))
-	}
-	if st.LastActivitySource != v1alpha1.ActivityWebSocket {
-		t.Errorf("the busy VS Code's last use was %q, want WebSocket (typing)", st.LastActivitySource)
-	}
+	st := stillInUse(t, "vs-busy", "the VS Code someone typed in every 20 s", "the busy VS Code", "typing", start)
 	t.Logf("busy VS Code: typed %d times over %s, still %s; last use %v by %s",
 		typed, time.Since(start).Round(time.Second), st.Phase, st.LastActivityTime, st.LastActivitySource)
 }
