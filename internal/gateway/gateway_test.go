@@ -243,6 +243,28 @@ func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) {
 	}
 }
 
+// failPod makes the environment's one pod report its container stuck in
+// waiting, as a kubelet would, retrying if kwok writes the pod meanwhile.
+func failPod(t *testing.T, ns, userland string, waiting corev1.ContainerStateWaiting) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: userland}); err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%s has %d pods, want 1", userland, len(pods.Items))
+		}
+		pod := pods.Items[0].DeepCopy()
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &waiting}}}
+		return env.Client.Status().Update(ctx, pod)
+	})
+	if err != nil {
+		t.Fatalf("failing %s's pod: %v", userland, err)
+	}
+}
+
 // browser is a client that keeps cookies and does not follow redirects.
 func browser(t *testing.T) *http.Client {
 	jar, _ := cookiejar.New(nil)
@@ -620,17 +642,7 @@ func TestSuspendedEnvironmentIsNotWoken(t *testing.T) {
 func TestFailedEnvironmentExplainsAndHeldRequestsTimeOut(t *testing.T) {
 	f := setup(t, func(s *gateway.Server) { s.WakeTimeout = time.Second })
 	ctx := context.Background()
-	var pods corev1.PodList
-	if err := env.Client.List(ctx, &pods, client.InNamespace(f.ns), client.MatchingLabels{v1alpha1.LabelUserland: "alice"}); err != nil || len(pods.Items) != 1 {
-		t.Fatalf("alice's pod: %v (%d)", err, len(pods.Items))
-	}
-	pod := pods.Items[0].DeepCopy()
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-		Reason: "ImagePullBackOff", Message: "pull access denied",
-	}}}}
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	failPod(t, f.ns, "alice", corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull access denied"})
 	waitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
 
 	c := browser(t)

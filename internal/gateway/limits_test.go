@@ -14,7 +14,6 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway"
@@ -148,16 +147,17 @@ func TestPerUserCapsRefuseWith429AndRetryAfter(t *testing.T) {
 
 	// Alice's environment cannot start, so her requests are held; the
 	// second one at once is refused.
-	var pods corev1.PodList
-	if err := env.Client.List(ctx, &pods, client.InNamespace(f.ns), client.MatchingLabels{v1alpha1.LabelUserland: "alice"}); err != nil || len(pods.Items) != 1 {
-		t.Fatalf("alice's pod: %v (%d)", err, len(pods.Items))
-	}
-	pod := pods.Items[0].DeepCopy()
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	failPod(t, f.ns, "alice", corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"})
 	waitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
+	// The gateway's cache, not only the API server, must know it failed:
+	// otherwise the first request is proxied rather than held.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
+		return strings.Contains(body, "cannot start"), nil
+	})
+	if err != nil {
+		t.Fatal("the gateway never saw alice's environment fail")
+	}
 	api := f.gateway.URL + "/u/" + f.ns + "/alice/api"
 	first := make(chan *http.Response, 1)
 	go func() {
@@ -171,9 +171,14 @@ func TestPerUserCapsRefuseWith429AndRetryAfter(t *testing.T) {
 		_ = resp.Body.Close()
 		first <- resp
 	}()
-	// Generous against the 3 s hold: the first request is on a loopback
-	// connection and is held within milliseconds.
-	time.Sleep(500 * time.Millisecond)
+	heldAt := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+		return f.metric(t, "userland_gateway_requests_waiting", nil) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("the first request was not held (%v waiting)", f.metric(t, "userland_gateway_requests_waiting", nil))
+	}
+	t.Logf("first request held after %s", time.Since(heldAt).Round(time.Millisecond))
 	start := time.Now()
 	resp, _ = get(t, alice, api, map[string]string{"Accept": "application/json"})
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
@@ -182,5 +187,8 @@ func TestPerUserCapsRefuseWith429AndRetryAfter(t *testing.T) {
 	t.Logf("second held request refused after %s", time.Since(start).Round(time.Millisecond))
 	if resp := <-first; resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("the held request: %v, want 503 after the wake timeout", resp)
+	}
+	if n := f.metric(t, "userland_gateway_requests_waiting", nil); n != 0 {
+		t.Errorf("%v requests still counted as waiting after the wake timeout", n)
 	}
 }

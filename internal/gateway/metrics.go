@@ -19,6 +19,7 @@ type Metrics struct {
 	websockets     prometheus.Gauge
 	wakes          prometheus.Counter
 	wakeSeconds    prometheus.Histogram
+	waiting        prometheus.Gauge
 	signinFailures *prometheus.CounterVec
 }
 
@@ -42,11 +43,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "userland_gateway_wake_seconds", Help: "Seconds a held request waited for its environment to become ready.",
 			Buckets: []float64{0.5, 1, 2, 5, 10, 20, 30, 60, 120},
 		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "userland_gateway_requests_waiting", Help: "Requests held until their environment is ready.",
+		}),
 		signinFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "userland_gateway_signin_failures_total", Help: "Failed sign-ins by reason.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.upstream, m.websockets, m.wakes, m.wakeSeconds, m.signinFailures)
+	reg.MustRegister(m.requests, m.upstream, m.websockets, m.wakes, m.wakeSeconds, m.waiting, m.signinFailures)
 	return m
 }
 
@@ -67,6 +71,12 @@ func (m *Metrics) woke() {
 func (m *Metrics) waited(d time.Duration) {
 	if m != nil {
 		m.wakeSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) holding(delta float64) {
+	if m != nil {
+		m.waiting.Add(delta)
 	}
 }
 

@@ -77,6 +77,8 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		return nil, false
 	}
 	defer s.waiting.release(id.User)
+	s.Metrics.holding(1)
+	defer s.Metrics.holding(-1)
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	start := time.Now()
