@@ -77,9 +77,14 @@ test: control-plane ## Run all tests against a real control plane, headless Chro
 	hack/ensure-code-server.sh >/dev/null
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
+.PHONY: test-faults
+test-faults: control-plane ## Fault tests (controller killed mid-provisioning, leader lost mid-rollout; about 4 minutes), then every fuzz target for FUZZTIME (10s) each. CI runs it after make test.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -tags faults -count=1 -timeout $(TEST_TIMEOUT) -v ./test/faults/
+	FUZZTIME=$(or $(FUZZTIME),10s) hack/fuzz.sh
+
 .PHONY: fuzz
-fuzz: ## Fuzz the gateway's WebSocket frame reader for FUZZTIME (default 60s); make test runs its seeds.
-	go test ./internal/wsframe -run '^$$' -fuzz FuzzReader -fuzztime $(or $(FUZZTIME),60s)
+fuzz: ## Run every fuzz target (route parsing, naming, header filters, WebSocket frames) for FUZZTIME (default 60s) each; make test replays their committed corpora.
+	FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
 .PHONY: bench
 bench: build control-plane ## Run the benchmarks (about 19 minutes on 2 cores) and write docs/benchmarks.md.
@@ -107,6 +112,7 @@ verify: ## Fail if generated files are stale, then vet and lint.
 		echo "verify: the gateway or the plugin imports the reconciler, the webhooks or certificate rotation (above)"; exit 1; \
 	fi
 	go vet ./...
+	go vet -tags faults ./test/faults/
 	$(MAKE) lint
 
 ##@ Tools

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# build-control-plane.sh builds the local Kubernetes control plane (kube-apiserver,
-# kube-controller-manager, kube-scheduler, etcd, kwok) and Dex from source through the Go
-# module proxy and caches it per version. Only missing binaries are rebuilt.
+# build-control-plane.sh provides the local Kubernetes control plane (kube-apiserver,
+# kube-controller-manager, kube-scheduler, etcd, kwok) and Dex, cached per version.
+# Kubernetes and etcd come from their official releases when reachable and their
+# published SHA-256 matches (hack/fetchrelease); everything else is built from
+# source through the Go module proxy. Only missing binaries are fetched or built.
 # Prints the cache directory on the last line of stdout.
 #
 # Usage: build-control-plane.sh [dev]
@@ -37,9 +39,26 @@ if [[ "${1:-}" != dev ]]; then
   components+=(dex) # the OpenID provider the gateway's sign-in tests run against
 fi
 missing=()
-for c in "${components[@]}"; do
-  [[ -x "$dir/$c" ]] || missing+=("$c")
+find_missing() {
+  missing=()
+  for c in "${components[@]}"; do
+    [[ -x "$dir/$c" ]] || missing+=("$c")
+  done
+}
+find_missing
+# Official release builds first (Kubernetes and etcd publish SHA-256 sums
+# for them), where this machine can reach them: seconds instead of minutes.
+# fetchrelease never fails the build; whatever it did not fetch and verify
+# is built from source below. USERLAND_RELEASE_DOWNLOADS=off skips it.
+fetchable=()
+for c in "${missing[@]}"; do
+  case $c in etcd | kube-*) fetchable+=("$c") ;; esac
 done
+if ((${#fetchable[@]} > 0)); then
+  (cd "$root" && go run ./hack/fetchrelease -dir "$dir" -kubernetes "$k8s_version" -etcd "$etcd_version" "${fetchable[@]}") ||
+    echo "control plane: the release download helper failed; building from source" >&2
+  find_missing
+fi
 if ((${#missing[@]} > 0)); then
   total=0
   for c in "${missing[@]}"; do total=$((total + estimate[$c])); done

@@ -35,6 +35,11 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace holds the lease (default: in-cluster namespace).
 	LeaderElectionNamespace string
+	// LeaseDuration is how long a stand-by waits after the leader's last
+	// renewal before taking over; RenewDeadline how long the leader keeps
+	// trying to renew before it stops leading; RetryPeriod how often each
+	// tries. Zero: controller-runtime's 15s, 10s and 2s.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Workers is how many Userlands are reconciled in parallel.
 	Workers int
 	// GatewayURL is the gateway's external URL, for status.url.
@@ -102,6 +107,9 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Release the lease on shutdown so a rolling update hands over fast.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 nonZero(opts.LeaseDuration),
+		RenewDeadline:                 nonZero(opts.RenewDeadline),
+		RetryPeriod:                   nonZero(opts.RetryPeriod),
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.AllowRestart)},
 	})
 	if err != nil {
@@ -141,4 +149,12 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// nonZero is d, or nil (the library's default) when d is zero.
+func nonZero(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }

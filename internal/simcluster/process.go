@@ -22,7 +22,9 @@ type Process struct {
 }
 
 // StartProcess starts bin with args, logging to <dir>/<name>.log. The child
-// gets parentwatch's variable so it exits if this process dies abruptly.
+// exits if this process dies abruptly: on Linux the kernel kills it
+// (startTied), and binaries built from hack/tools also watch their parent
+// when given parentwatch's variable, which covers other systems.
 func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
@@ -35,16 +37,16 @@ func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 	// A process group of its own keeps terminal Ctrl-C from racing the
 	// harness's orderly shutdown.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	err = startTied(cmd, func(err error) {
+		p.err = err
+		_ = logFile.Close()
+		close(p.done)
+	})
+	if err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
 	return p, nil
 }
 
@@ -77,6 +79,19 @@ func (p *Process) Stop(grace time.Duration) error {
 	<-p.done
 	return nil
 }
+
+// Kill sends SIGKILL, as an OOM kill or a node failure would, and waits for
+// the process to end.
+func (p *Process) Kill() error {
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("killing %s: %w", p.name, err)
+	}
+	<-p.done
+	return nil
+}
+
+// LogPath is the file the process logs to.
+func (p *Process) LogPath() string { return p.logPath }
 
 func (p *Process) logTail(n int) string {
 	data, err := os.ReadFile(p.logPath)

@@ -20,24 +20,42 @@ var identityHeaderPrefixes = []string{"X-Forwarded-", "X-Auth-Request-", "X-Remo
 var identityHeaderNames = []string{"Forwarded", "Remote-User", "Remote-Groups", "Remote-Email", "Remote-Name", "X-User", "X-Email"}
 
 // dropIdentityHeaders removes every identity-looking header a client sent,
-// and extra (configured) names.
+// and extra (configured) names. Names are compared case-insensitively and
+// with underscores read as hyphens: CGI-style servers (PHP, WSGI behind
+// some servers) map both X_Forwarded_User and X-Forwarded-User to
+// HTTP_X_FORWARDED_USER, so either spelling would reach an app as the same
+// header.
 func dropIdentityHeaders(h http.Header, extra []string) {
 	for name := range h {
-		for _, p := range identityHeaderPrefixes {
-			if strings.HasPrefix(name, p) {
-				delete(h, name)
-				break
-			}
+		if isIdentityHeader(name, extra) {
+			delete(h, name)
 		}
 	}
-	for _, name := range identityHeaderNames {
-		h.Del(name)
-	}
-	for _, name := range extra {
-		if name != "" {
-			h.Del(name)
+}
+
+func isIdentityHeader(name string, extra []string) bool {
+	n := headerForm(name)
+	for _, p := range identityHeaderPrefixes {
+		if strings.HasPrefix(n, headerForm(p)) {
+			return true
 		}
 	}
+	for _, x := range identityHeaderNames {
+		if n == headerForm(x) {
+			return true
+		}
+	}
+	for _, x := range extra {
+		if x != "" && n == headerForm(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// headerForm is how a CGI-style server sees a header name.
+func headerForm(name string) string {
+	return strings.ToLower(strings.ReplaceAll(name, "_", "-"))
 }
 
 // gatewayCookies are the gateway's own cookie names: never forwarded to an

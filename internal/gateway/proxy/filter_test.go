@@ -14,7 +14,8 @@ func TestDropIdentityHeaders(t *testing.T) {
 	for _, name := range []string{
 		"X-Forwarded-User", "X-Forwarded-Preferred-Username", "X-Forwarded-Access-Token", "X-Auth-Request-User",
 		"X-Auth-Request-Preferred-Username", "Remote-User", "X-Remote-User", "X-Remote-Group", "Forwarded",
-		"X-Userland-Proxy-Secret", "Accept", "X-Requested-With",
+		"X-Userland-Proxy-Secret", "Accept", "X-Requested-With", "X_Forwarded_User", "remote_user", "X_AUTH_REQUEST_EMAIL",
+		"X_Userland_Proxy_Secret",
 	} {
 		h.Set(name, "bob")
 	}
