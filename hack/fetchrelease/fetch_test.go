@@ -167,10 +167,12 @@ func TestRunFetchesVerifiesAndFallsBack(t *testing.T) {
 		want:  []string{"kube-apiserver"},
 		says:  []string{"could not download the official builds", "unexpected EOF", "building kube-controller-manager, kube-scheduler, etcd from source"},
 	}, {
-		name:  "an interrupted archive leaves nothing half-written",
-		fault: func(rs *releaseServer) { rs.interrupt["/etcd/"+etcdVersion+"/etcd-"+etcdVersion+"-linux-"+runtime.GOARCH+".tar.gz"] = true },
-		want:  []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"},
-		says:  []string{"could not download the official builds", "building etcd from source"},
+		name: "an interrupted archive leaves nothing half-written",
+		fault: func(rs *releaseServer) {
+			rs.interrupt["/etcd/"+etcdVersion+"/etcd-"+etcdVersion+"-linux-"+runtime.GOARCH+".tar.gz"] = true
+		},
+		want: []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"},
+		says: []string{"could not download the official builds", "building etcd from source"},
 	}, {
 		name:  "a release without the file is built from source",
 		fault: func(rs *releaseServer) { delete(rs.files, kubePath("kube-controller-manager")+".sha256") },

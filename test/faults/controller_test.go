@@ -393,4 +393,3 @@ func TestLeaderFailoverMidRollout(t *testing.T) {
 	}
 	checkChildren(t, ns, n, 0)
 }
-
