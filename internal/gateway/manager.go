@@ -186,10 +186,17 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return fmt.Errorf("gateway listener: %w", err)
 		case <-ctx.Done():
 		}
-		// Drain: let requests in flight finish (WebSockets are cut).
+		// Drain: requests in flight finish; WebSockets, which Shutdown does
+		// not track, get a close frame (1001, going away) so their apps
+		// reconnect to another replica instead of seeing a dropped
+		// connection.
 		shutdown, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 		defer cancel()
-		return httpServer.Shutdown(shutdown)
+		closed := make(chan int, 1)
+		go func() { closed <- srv.Proxy.CloseWebSockets(shutdown) }()
+		err := httpServer.Shutdown(shutdown)
+		ctrl.Log.WithName("gateway").Info("shut down", "webSocketsClosed", <-closed)
+		return err
 	})); err != nil {
 		return nil, err
 	}

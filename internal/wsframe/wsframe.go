@@ -90,6 +90,12 @@ func (r *Reader) Feed(b []byte) error {
 	return r.err
 }
 
+// AtFrameBoundary reports whether the bytes fed so far end exactly where a
+// frame ends, so a proxy may put a control frame of its own there (RFC
+// 6455 allows control frames between the fragments of a message). False
+// once the stream has stopped parsing.
+func (r *Reader) AtFrameBoundary() bool { return r.err == nil && r.headerLen == 0 }
+
 // inPayload is true between a complete header and the end of its payload.
 func (r *Reader) inPayload() bool { return r.headerLen < 0 }
 

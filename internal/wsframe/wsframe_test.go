@@ -205,3 +205,35 @@ func BenchmarkReader(b *testing.B) {
 		b.Fatal("no messages reported")
 	}
 }
+
+// A proxy may insert its own close frame only where a frame ends, whatever
+// the chunks the stream arrives in.
+func TestAtFrameBoundary(t *testing.T) {
+	text := frame(true, OpText, []byte("hello"), nil)
+	long := frame(true, OpBinary, make([]byte, 300), nil)
+	fragment := frame(false, OpText, []byte("part"), nil)
+	tests := []struct {
+		name   string
+		chunks [][]byte
+		want   bool
+	}{
+		{"nothing yet", nil, true},
+		{"a whole frame", [][]byte{text}, true},
+		{"half a header", [][]byte{long[:3]}, false},
+		{"header without payload", [][]byte{long[:4]}, false},
+		{"payload in two chunks", [][]byte{long[:100], long[100:]}, true},
+		{"between fragments of one message", [][]byte{fragment}, true},
+		{"not WebSocket", [][]byte{[]byte("GET / HTTP/1.1\r\n")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Reader
+			for _, c := range tt.chunks {
+				_ = r.Feed(c)
+			}
+			if got := r.AtFrameBoundary(); got != tt.want {
+				t.Errorf("AtFrameBoundary() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -231,6 +231,22 @@ func versions(t *testing.T, ns string) map[string]string {
 	return out
 }
 
+// waitTemplateCounts waits for the template's status to count n Ready
+// Userlands: its counts are batched, and convergence includes them.
+func waitTemplateCounts(t *testing.T, ns, name string, n int) {
+	t.Helper()
+	var tmpl v1alpha1.Template
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tmpl)
+		return err == nil && tmpl.Status.Userlands == int32(n) && tmpl.Status.ReadyUserlands == int32(n), nil
+	})
+	if err != nil {
+		t.Fatalf("template %s counts %d Userlands, %d Ready; want %d", name, tmpl.Status.Userlands, tmpl.Status.ReadyUserlands, n)
+	}
+	// The write that set them is done; give the batch window time to pass.
+	time.Sleep(2 * time.Second)
+}
+
 // checkQuiet asserts that nothing in ns is written for the given time.
 func checkQuiet(t *testing.T, ns string, d time.Duration) {
 	t.Helper()
@@ -286,6 +302,7 @@ func TestControllerKilledMidProvisioning(t *testing.T) {
 	waitReady(t, ns, n, 10*time.Minute)
 	t.Logf("all %d Ready %s after the kill", n, (time.Since(killed)).Round(time.Millisecond))
 	checkChildren(t, ns, n, 1)
+	waitTemplateCounts(t, ns, "lab", n)
 	checkQuiet(t, ns, 30*time.Second)
 }
 

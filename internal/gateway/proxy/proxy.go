@@ -82,6 +82,7 @@ type Proxy struct {
 	ExtraIdentityHeaders []string
 	transport            http.RoundTripper
 	dial                 func(ctx context.Context, network, addr string) (net.Conn, error)
+	webSockets           webSockets
 }
 
 // New returns a Proxy with a Transport tuned for one gateway talking to

@@ -14,11 +14,14 @@ import (
 // poller, and only then borrows a buffer for one non-blocking read. An
 // idle WebSocket therefore costs its two parked goroutines and sockets,
 // not 64 KiB of buffers.
-func (t *tunnel) pump(src, dst net.Conn, observe func([]byte)) {
+//
+// fromServer marks the environment-to-client direction, which also ends
+// the tunnel with a close frame when CloseWebSockets asks (shutdownStep).
+func (t *tunnel) pump(src, dst net.Conn, observe func([]byte), fromServer bool) {
 	defer t.close()
 	sc, ok := src.(syscall.Conn)
 	if !ok {
-		t.copyBuffered(src, dst, observe) // e.g. TLS: bytes are only readable through src
+		t.copyBuffered(src, dst, observe, fromServer) // e.g. TLS: bytes are only readable through src
 		return
 	}
 	raw, err := sc.SyscallConn()
@@ -50,7 +53,10 @@ func (t *tunnel) pump(src, dst net.Conn, observe func([]byte)) {
 			if buf != nil {
 				copyBuffers.Put(buf)
 			}
-			return // closed, reset, or end of stream
+			if fromServer && err != nil && !t.shutdownStep(err) {
+				continue // closing, mid-frame: let the frame finish
+			}
+			return // closed, reset, end of stream, or closed for shutdown
 		}
 		if observe != nil {
 			observe((*buf)[:n])
@@ -58,6 +64,9 @@ func (t *tunnel) pump(src, dst net.Conn, observe func([]byte)) {
 		_, werr := dst.Write((*buf)[:n])
 		copyBuffers.Put(buf)
 		if werr != nil {
+			return
+		}
+		if fromServer && t.closing.Load() && t.shutdownStep(nil) {
 			return
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -161,9 +162,16 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 	if _, err := clientBuf.WriteString("\r\n"); err != nil {
 		return fmt.Errorf("writing the 101 answer: %w", err)
 	}
+	var server *wsframe.Reader
+	if strings.EqualFold(resp.Header.Get("Upgrade"), "websocket") {
+		server = &wsframe.Reader{}
+	}
 	// Frames the environment sent right behind its answer.
 	if n := upReader.Buffered(); n > 0 {
 		early, _ := upReader.Peek(n)
+		if server != nil {
+			_ = server.Feed(early)
+		}
 		if _, err := clientBuf.Write(early); err != nil {
 			return fmt.Errorf("forwarding early frames: %w", err)
 		}
@@ -181,9 +189,15 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 		}
 	}
 	// Both bufio readers are dropped here; the tunnel reads the sockets.
-	t := &tunnel{a: client, b: upstream, done: req.Done}
-	go t.pump(client, upstream, observe)
-	go t.pump(upstream, client, nil)
+	t := &tunnel{a: client, b: upstream, done: req.Done, ended: make(chan struct{}), server: server}
+	var fromServer func([]byte)
+	if server != nil {
+		fromServer = func(b []byte) { _ = server.Feed(b) }
+		p.webSockets.add(t)
+		t.untrack = func() { p.webSockets.remove(t) }
+	}
+	go t.pump(client, upstream, observe, false)
+	go t.pump(upstream, client, fromServer, true)
 	return nil
 }
 
@@ -236,15 +250,28 @@ type tunnel struct {
 	a, b net.Conn
 	done func()
 	once sync.Once
+	// server follows the environment's WebSocket frames (nil for other
+	// protocols), so a shutdown can close at a frame boundary; closing
+	// says one is under way. Both belong to the environment-to-client
+	// pump, except closing, which CloseWebSockets sets.
+	server    *wsframe.Reader
+	closing   atomic.Bool
+	graceUsed bool
+	ended     chan struct{}
+	untrack   func()
 }
 
 func (t *tunnel) close() {
 	t.once.Do(func() {
 		_ = t.a.Close()
 		_ = t.b.Close()
+		if t.untrack != nil {
+			t.untrack()
+		}
 		if t.done != nil {
 			t.done()
 		}
+		close(t.ended)
 	})
 }
 
@@ -253,7 +280,7 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 // copyBuffered is the portable copy loop, which keeps its buffer while it
 // waits for the next read.
-func (t *tunnel) copyBuffered(src, dst net.Conn, observe func([]byte)) {
+func (t *tunnel) copyBuffered(src, dst net.Conn, observe func([]byte), fromServer bool) {
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	for {
@@ -265,8 +292,11 @@ func (t *tunnel) copyBuffered(src, dst net.Conn, observe func([]byte)) {
 			if _, werr := dst.Write((*buf)[:n]); werr != nil {
 				return
 			}
+			if fromServer && t.closing.Load() && t.shutdownStep(nil) {
+				return
+			}
 		}
-		if err != nil {
+		if err != nil && (!fromServer || t.shutdownStep(err)) {
 			return
 		}
 	}
