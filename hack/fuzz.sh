@@ -10,7 +10,15 @@ total=0
 while IFS=: read -r file name; do
   pkg=./$(dirname "$file")
   start=$SECONDS
-  go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" 2>&1 | tail -n 3
+  log=$(mktemp)
+  if ! go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    echo "fuzz: $pkg $name FAILED; the crasher is under $pkg/testdata/fuzz/$name/ (commit it once fixed)" >&2
+    exit 1
+  fi
+  tail -n 2 "$log"
+  rm -f "$log"
   echo "fuzz: $pkg $name for $fuzztime ($((SECONDS - start))s with building)"
   total=$((total + 1))
 done < <(grep -rEo --include='*_test.go' '^func (Fuzz[A-Za-z0-9_]+)' --exclude-dir=node_modules . | sed -E 's#^\./##; s#:func #:#' | sort)

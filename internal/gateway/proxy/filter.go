@@ -109,12 +109,22 @@ func filterResponse(h http.Header, cookiePath string) {
 			continue
 		}
 		c.Domain = ""
-		if cookiePath != "" && c.Path != cookiePath && !strings.HasPrefix(c.Path, cookiePath+"/") {
+		if cookiePath != "" && !within(c.Path, cookiePath) {
 			c.Path = cookiePath + "/" + strings.TrimPrefix(c.Path, "/")
 		}
-		if v := c.String(); v != "" {
-			h.Add("Set-Cookie", v)
+		v := c.String()
+		if v == "" {
+			continue
 		}
+		// String drops a path it cannot write, and a cookie without one
+		// would fall back to the browser's default; keep only what still
+		// says a path inside the environment's.
+		if cookiePath != "" {
+			if back, err := http.ParseSetCookie(v); err != nil || !within(back.Path, cookiePath) {
+				continue
+			}
+		}
+		h.Add("Set-Cookie", v)
 	}
 }
 
@@ -127,4 +137,9 @@ func isGatewayCookie(name string) bool {
 		}
 	}
 	return false
+}
+
+// within reports whether cookie path p is prefix or below it.
+func within(p, prefix string) bool {
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
 }
