@@ -19,6 +19,11 @@ type Process struct {
 	logPath string
 	done    chan struct{}
 	err     error
+	// dir, bin and args start it again (Respawn).
+	dir, bin string
+	args     []string
+	// starts counts the times it was started, for the log file's name.
+	starts int
 }
 
 // StartProcess starts bin with args, logging to <dir>/<name>.log. The child
@@ -26,7 +31,22 @@ type Process struct {
 // (startTied), and binaries built from hack/tools also watch their parent
 // when given parentwatch's variable, which covers other systems.
 func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
-	logPath := filepath.Join(dir, name+".log")
+	return startProcess(dir, name, bin, args, 1)
+}
+
+// Respawn starts the process again with the same program and arguments,
+// after it ended; its log goes to <name>-<n>.log.
+func (p *Process) Respawn() (*Process, error) {
+	<-p.done
+	return startProcess(p.dir, p.name, p.bin, p.args, p.starts+1)
+}
+
+func startProcess(dir, name, bin string, args []string, starts int) (*Process, error) {
+	logName := name + ".log"
+	if starts > 1 {
+		logName = fmt.Sprintf("%s-%d.log", name, starts)
+	}
+	logPath := filepath.Join(dir, logName)
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating log for %s: %w", name, err)
@@ -37,7 +57,7 @@ func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 	// A process group of its own keeps terminal Ctrl-C from racing the
 	// harness's orderly shutdown.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), dir: dir, bin: bin, args: args, starts: starts}
 	err = startTied(cmd, func(err error) {
 		p.err = err
 		_ = logFile.Close()

@@ -154,6 +154,51 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
+// StopComponent stops one of the cluster's processes by name
+// ("kube-apiserver", "etcd", "kube-controller-manager", ...), with SIGTERM,
+// or SIGKILL when kill is set, leaving its data and port for
+// StartComponent: fault tests take the API server or etcd away and bring
+// it back.
+func (c *Cluster) StopComponent(name string, kill bool) error {
+	p := c.process(name)
+	if p == nil {
+		return fmt.Errorf("the cluster runs no %s", name)
+	}
+	if kill {
+		return p.Kill()
+	}
+	return p.Stop(10 * time.Second)
+}
+
+// StartComponent starts a component StopComponent stopped, with the same
+// flags, data and port, and for the API server waits until it is ready.
+func (c *Cluster) StartComponent(ctx context.Context, name string) error {
+	for i, p := range c.processes {
+		if p.name != name {
+			continue
+		}
+		again, err := p.Respawn()
+		if err != nil {
+			return err
+		}
+		c.processes[i] = again
+		if name == "kube-apiserver" {
+			return c.waitReady(ctx)
+		}
+		return nil
+	}
+	return fmt.Errorf("the cluster runs no %s", name)
+}
+
+func (c *Cluster) process(name string) *Process {
+	for _, p := range c.processes {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // Alive reports an error when a component the cluster started has exited.
 func (c *Cluster) Alive() error {
 	for _, p := range c.processes {

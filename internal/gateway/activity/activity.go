@@ -91,8 +91,20 @@ func (r *Recorder) Flush(ctx context.Context) {
 	r.mu.Unlock()
 	for key, u := range due {
 		if err := r.write(ctx, key, u); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "recording activity", "userland", key)
+			ctrl.LoggerFrom(ctx).Error(err, "recording activity; kept for the next flush", "userland", key)
+			r.keep(key, u)
 		}
+	}
+}
+
+// keep puts back a use that could not be written (the API server down, say),
+// unless a newer one arrived meanwhile, so the next flush writes it: an
+// outage must not make a person's work look idle.
+func (r *Recorder) keep(key types.NamespacedName, u use) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.pending[key]; !ok || cur.at.Before(u.at) {
+		r.pending[key] = u
 	}
 }
 

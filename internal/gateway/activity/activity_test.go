@@ -2,13 +2,16 @@ package activity
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
@@ -71,5 +74,42 @@ func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
 	}
 	if got.Status.LastActivitySource != v1alpha1.ActivityKeepRunning || !got.Status.LastActivityTime.Time.Equal(now) {
 		t.Errorf("after KeepRunning: %s at %v, want KeepRunning at %v", got.Status.LastActivitySource, got.Status.LastActivityTime, now)
+	}
+}
+
+// Activity that cannot be written (the API server is down) is kept and
+// written by a later flush, not lost.
+func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
+	down := true
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if down {
+				return errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	now := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
+	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
+	ctx := context.Background()
+	r.Touch(key, v1alpha1.ActivityWebSocket)
+	used := now
+	r.Flush(ctx) // fails
+	now = now.Add(10 * time.Second)
+	r.Flush(ctx) // fails again
+	down = false
+	now = now.Add(20 * time.Second)
+	r.Flush(ctx)
+	var got v1alpha1.Userland
+	if err := c.Get(ctx, key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.LastActivityTime == nil || !got.Status.LastActivityTime.Time.Equal(used) {
+		t.Errorf("after the outage: last activity %v, want the use during it (%v)", got.Status.LastActivityTime, used)
 	}
 }
