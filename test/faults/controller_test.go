@@ -5,6 +5,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,9 +34,13 @@ const (
 // leader election on and the shipped defaults unless args override them.
 func startController(t *testing.T, name string, args ...string) *simcluster.Process {
 	t.Helper()
-	all := append([]string{"controller", "--kubeconfig=" + env.KubeconfigPath, "--disable-webhooks",
+	all := []string{"controller", "--kubeconfig=" + env.KubeconfigPath,
 		"--gateway-namespace=userland-system", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--leader-election-namespace=" + leaseNamespace}, args...)
+		"--leader-election-namespace=" + leaseNamespace}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-port=") }) {
+		all = append(all, "--disable-webhooks")
+	}
+	all = append(all, args...)
 	p, err := simcluster.StartProcess(t.TempDir(), name, userlandBin, all...)
 	if err != nil {
 		t.Fatal(err)

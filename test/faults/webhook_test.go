@@ -1,0 +1,122 @@
+//go:build faults
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/userland-dev/userland/config"
+	"github.com/userland-dev/userland/internal/simcluster"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+const webhookConfigName = "userland-validating-webhook-configuration"
+
+// installWebhooks applies the generated webhook configuration pointed at
+// port on this machine, as `userland dev` does; the controller injects its
+// CA.
+func installWebhooks(t *testing.T, port int) {
+	t.Helper()
+	data, err := fs.ReadFile(config.Manifests, "webhook/manifests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Name = webhookConfigName
+	for i := range cfg.Webhooks {
+		p := *cfg.Webhooks[i].ClientConfig.Service.Path
+		cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://localhost:%d%s", port, p))}
+	}
+	if err := env.Client.Create(context.Background(), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), &cfg) })
+}
+
+// TestWebhookUnavailable kills the controller that serves the admission
+// webhooks. With the documented failure policy (Fail), Template and
+// Userland writes are refused with the API server's message naming the
+// webhook, and they succeed again once a controller serves, with no
+// manual step.
+func TestWebhookUnavailable(t *testing.T) {
+	releaseLease(t)
+	ctx := context.Background()
+	sys := &corev1.Namespace{}
+	sys.Name = "userland-system"
+	if err := env.Client.Create(ctx, sys); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	port, err := simcluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	installWebhooks(t, port)
+	certDir := t.TempDir()
+	args := []string{fmt.Sprintf("--webhook-port=%d", port), "--webhook-cert-mode=self", "--webhook-write-certs",
+		"--webhook-cert-dir=" + certDir, "--webhook-cert-secret=userland-system/userland-webhook-cert",
+		"--webhook-config-name=" + webhookConfigName, "--webhook-extra-dns-names=localhost"}
+	ns := env.Namespace(t)
+	n := 0
+	// create tries a new Template (privileged when bad) and a Userland.
+	create := func(bad bool) (error, error) {
+		n++
+		tw := testobj.MakeTemplate(ns, fmt.Sprintf("t%d", n)).Container("app")
+		tmpl := tw.Obj()
+		if bad {
+			tmpl.Spec.PodTemplate.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		}
+		terr := env.Client.Create(ctx, tmpl, client.DryRunAll)
+		uerr := env.Client.Create(ctx, testobj.MakeUserland(ns, fmt.Sprintf("u%d", n), "alice", "t").Obj(), client.DryRunAll)
+		return terr, uerr
+	}
+	serving := func(what string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		var terr, uerr error
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			terr, uerr = create(false)
+			return terr == nil && uerr == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: the webhooks never admitted a valid Template and Userland (%v; %v)", what, terr, uerr)
+		}
+		return time.Since(start)
+	}
+
+	first := startController(t, "controller", args...)
+	t.Logf("webhooks serving %s after the controller started", serving("first start").Round(time.Millisecond))
+	if terr, _ := create(true); terr == nil || !strings.Contains(terr.Error(), "privileged") {
+		t.Fatalf("a privileged Template while the webhooks serve: %v, want a denial naming privileged", terr)
+	}
+
+	if err := first.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	terr, uerr := create(false)
+	t.Logf("with the webhooks down, a Template write says: %v", terr)
+	t.Logf("with the webhooks down, a Userland write says: %v", uerr)
+	for what, err := range map[string]error{"Template": terr, "Userland": uerr} {
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") || !strings.Contains(err.Error(), "userland.dev") {
+			t.Errorf("%s write with the webhooks down: %v; want a refusal naming the Userland webhook (failure policy Fail)", what, err)
+		}
+	}
+
+	startController(t, "controller-restarted", args...)
+	t.Logf("writes admitted again %s after the controller restarted, with no manual step", serving("restart").Round(time.Millisecond))
+}
