@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,30 +38,52 @@ type echoResolver struct{ addr string }
 
 func (e echoResolver) Resolve(string, string, int32) (string, error) { return e.addr, nil }
 
-// startGateway runs a gateway with static users alice and bob (password
-// "<name>-pw") in this process, and returns its URL.
+// startGateway runs a gateway with static users alice, bob, carol and
+// dave (password "<name>-pw") and a session key of its own in this
+// process, and returns its URL.
 func startGateway(t *testing.T) string {
+	t.Helper()
+	base, _ := startReplica(t, []string{newKey()})
+	return base
+}
+
+// newKey is a session key as the README says to make one.
+func newKey() string {
+	key := make([]byte, 64)
+	_, _ = rand.Read(key)
+	return base64.StdEncoding.EncodeToString(key)
+}
+
+// echoApp is the app answering for every environment.
+var echoApp struct {
+	once sync.Once
+	addr string
+}
+
+// startReplica runs one gateway signing with keys[0] and accepting all of
+// keys, and returns its URL and a function that shuts it down gracefully.
+func startReplica(t *testing.T, keys []string) (string, func()) {
 	t.Helper()
 	dir := t.TempDir()
 	users := "users:\n"
-	for _, u := range []string{"alice", "bob"} {
+	for _, u := range []string{"alice", "bob", "carol", "dave"} {
 		hash, err := bcrypt.GenerateFromPassword([]byte(u+"-pw"), bcrypt.MinCost)
 		if err != nil {
 			t.Fatal(err)
 		}
 		users += fmt.Sprintf("  - name: %s\n    passwordHash: %q\n", u, hash)
 	}
-	key := make([]byte, 64)
-	_, _ = rand.Read(key)
 	usersFile, keysFile := filepath.Join(dir, "users.yaml"), filepath.Join(dir, "keys")
 	if err := os.WriteFile(usersFile, []byte(users), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(keysFile, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(keysFile, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	app := httptest.NewServer(echo.Handler())
-	t.Cleanup(app.Close)
+	echoApp.once.Do(func() {
+		app := httptest.NewServer(echo.Handler()) // lives as long as the test binary
+		echoApp.addr = strings.TrimPrefix(app.URL, "http://")
+	})
 	addr, err := simcluster.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
@@ -68,15 +91,17 @@ func startGateway(t *testing.T) string {
 	mgr, err := gateway.NewManager(env.Config, gateway.Options{
 		Listen: addr, MetricsAddr: "0", AuthMode: "static", StaticUsersFile: usersFile,
 		SessionKeysFile: keysFile, SessionTTL: time.Hour, InsecureCookies: true, ClusterDomain: "cluster.local",
-		WakeTimeout: 10 * time.Second, ActivityInterval: time.Second, Resolver: echoResolver{strings.TrimPrefix(app.URL, "http://")},
+		WakeTimeout: 2 * time.Minute, ActivityInterval: time.Second, Resolver: echoResolver{echoApp.addr},
 		Limits: gateway.Limits{WebSocketsPerUser: 16, WaitingPerUser: 8}, Registry: prometheus.NewRegistry(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { _ = mgr.Start(ctx) }()
-	t.Cleanup(cancel)
+	done := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(done) }()
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
 	base := "http://" + addr
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := http.Get(base + "/readyz")
@@ -89,7 +114,7 @@ func startGateway(t *testing.T) string {
 	if err != nil {
 		t.Fatal("the gateway never became ready")
 	}
-	return base
+	return base, sync.OnceFunc(stop)
 }
 
 // browser keeps cookies and does not follow redirects; every request is

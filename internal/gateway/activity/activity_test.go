@@ -113,3 +113,41 @@ func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
 		t.Errorf("after the outage: last activity %v, want the use during it (%v)", got.Status.LastActivityTime, used)
 	}
 }
+
+// A wake in the same second as the idle stop is written after the stop:
+// status times have whole seconds, and the controller wakes only for
+// activity newer than the stop.
+func TestWakeIsWrittenAfterTheStop(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul).Build()
+	stopped := time.Date(2026, 9, 1, 9, 0, 7, 0, time.UTC)
+	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
+	tests := []struct {
+		name string
+		now  time.Time
+		want time.Time
+	}{
+		{"same second as the stop", stopped.Add(400 * time.Millisecond), stopped.Add(time.Second)},
+		{"the second after", stopped.Add(1500 * time.Millisecond), stopped.Add(time.Second)},
+		{"minutes later", stopped.Add(3 * time.Minute), stopped.Add(3 * time.Minute)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Recorder{Client: c, Now: func() time.Time { return tt.now }}
+			if err := r.Wake(context.Background(), key, &stopped); err != nil {
+				t.Fatal(err)
+			}
+			var got v1alpha1.Userland
+			if err := c.Get(context.Background(), key, &got); err != nil {
+				t.Fatal(err)
+			}
+			if at := got.Status.LastActivityTime.UTC(); !at.Equal(tt.want) || !at.After(stopped) {
+				t.Errorf("wake written at %v, want %v (after the stop at %v)", at, tt.want, stopped)
+			}
+		})
+	}
+}
