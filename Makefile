@@ -78,7 +78,7 @@ test: control-plane ## Run all tests against a real control plane, headless Chro
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 .PHONY: test-faults
-test-faults: control-plane ## Fault tests (controller killed mid-provisioning, leader lost mid-rollout; about 4 minutes), then every fuzz target for FUZZTIME (10s) each. CI runs it after make test.
+test-faults: control-plane ## Fault tests (controller killed, leader lost, API server down, etcd restarted, webhook down, garbage collector killed, three gateway replicas; about 7 minutes), then every fuzz target for FUZZTIME (10s) each. CI runs it after make test.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -tags faults -count=1 -timeout $(TEST_TIMEOUT) -v ./test/faults/
 	FUZZTIME=$(or $(FUZZTIME),10s) hack/fuzz.sh
 
