@@ -155,6 +155,15 @@ func TestStudentStopsStartsAndOpensTheirEnvironment(t *testing.T) {
 	if got := eval[string](t, ctx, `document.cookie`); strings.Contains(got, "userland_") {
 		t.Errorf("the environment's page sees the gateway's cookies: %q", got)
 	}
+
+	// Back on the dashboard, "Last used" comes from the activity the
+	// gateway recorded while she worked: it reads "now" (the status script
+	// refreshes it; the first write is at the next flush, within seconds).
+	start := time.Now()
+	do(t, ctx, "back to the dashboard", chromedp.Navigate(stack.URL+"/"))
+	lastUsed := fmt.Sprintf(`(document.querySelector('li.env[data-name=%q] [data-field="lastActivity"]')||{}).textContent`, vscode)
+	waitFor(t, ctx, `"Last used: now"`, lastUsed+` === "now"`, time.Minute)
+	t.Logf(`"Last used" read "now" %s after returning to the dashboard`, time.Since(start).Round(time.Millisecond))
 }
 
 // TestStudentCannotSeeAnotherStudentsEnvironment checks the dashboard

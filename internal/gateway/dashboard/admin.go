@@ -145,18 +145,27 @@ func until(now time.Time, t *time.Time) string {
 	return "at " + t.Local().Format("15:04")
 }
 
+// ago says when an environment was last used, from its activity record,
+// in words: "not yet", "now", "5 minutes ago", "3 hours ago", or the date
+// after two days.
 func ago(now time.Time, t *time.Time) string {
 	if t == nil {
 		return "not yet"
 	}
-	d := now.Sub(*t).Round(time.Second)
+	d := now.Sub(*t)
+	plural := func(n int, unit string) string {
+		if n == 1 {
+			return "1 " + unit + " ago"
+		}
+		return fmt.Sprintf("%d %ss ago", n, unit)
+	}
 	switch {
 	case d < time.Minute:
-		return "just now"
+		return "now"
 	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+		return plural(int(d.Minutes()), "minute")
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d.Hours()))
+		return plural(int(d.Hours()), "hour")
 	}
 	return t.Format("2006-01-02")
 }
