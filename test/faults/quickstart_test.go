@@ -56,7 +56,9 @@ func TestQuickStartFromACleanClone(t *testing.T) {
 	defer func() {
 		if !stopped {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
+			if err := <-exited; err != nil {
+				t.Logf("make dev, killed: %v", err)
+			}
 		}
 		if t.Failed() {
 			data, _ := os.ReadFile(logPath)
@@ -89,9 +91,9 @@ func TestQuickStartFromACleanClone(t *testing.T) {
 	stopAt := time.Now()
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 	select {
-	case <-exited:
+	case err := <-exited:
 		stopped = true
-		t.Logf("Ctrl-C stopped make dev in %s", time.Since(stopAt).Round(time.Millisecond))
+		t.Logf("Ctrl-C stopped make dev in %s (%v)", time.Since(stopAt).Round(time.Millisecond), err)
 	case <-time.After(time.Minute):
 		t.Fatal("make dev did not stop within a minute of Ctrl-C")
 	}
