@@ -313,7 +313,7 @@ func TestControllerKilledMidProvisioning(t *testing.T) {
 
 // TestLeaderFailoverMidRollout runs two controller replicas and kills the
 // leader while an Immediate rollout with maxUnavailable 25% is under way.
-// The stand-by takes the lease within the lease duration, the number of
+// The stand-by takes the lease once the dead leader's expires, the number of
 // environments unavailable at once never exceeds 25%, and the rollout
 // completes.
 func TestLeaderFailoverMidRollout(t *testing.T) {
@@ -394,8 +394,12 @@ func TestLeaderFailoverMidRollout(t *testing.T) {
 	waitLeader(t, holderA, 2*leaseDuration)
 	takeover := time.Since(killed)
 	t.Logf("the stand-by took the lease %s after the kill (lease duration %s)", takeover.Round(time.Millisecond), leaseDuration)
-	if takeover > leaseDuration+5*time.Second {
-		t.Errorf("takeover took %s, more than the lease duration %s and a retry period", takeover, leaseDuration)
+	// client-go's candidates time the lease from when they last saw it
+	// change, and poll every retry period (with jitter): a takeover lands
+	// between the lease duration and about that plus two retry periods
+	// after the kill. The bound here is generous; the figure is reported.
+	if takeover > 2*leaseDuration {
+		t.Errorf("takeover took %s, more than twice the lease duration %s", takeover, leaseDuration)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		up, _ := progress()

@@ -204,7 +204,30 @@ func TestThreeGatewayReplicas(t *testing.T) {
 			}
 		}
 	}
+	// A WebSocket on each replica: replacing the replica closes it with
+	// 1001 "going away", which the app sees and reconnects on, rather
+	// than a dropped connection.
+	var open []*websocket.Conn
+	for i := range 3 {
+		c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Cookie": {cookie}, "Origin": {front.URL}}})
+		if err != nil {
+			t.Fatalf("WebSocket %d before the roll-out: %v", i, err)
+		}
+		if _, _, err := c.Read(ctx); err != nil {
+			t.Fatalf("WebSocket %d greeting: %v", i, err)
+		}
+		open = append(open, c)
+	}
 	roll(true, k1, k2)
+	for i, c := range open {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, _, err := c.Read(rctx)
+		cancel()
+		if got := websocket.CloseStatus(err); got != websocket.StatusGoingAway {
+			t.Errorf("WebSocket %d when its replica was replaced: %v (status %d), want a close frame with 1001 going away", i, err, got)
+		}
+		_ = c.CloseNow()
+	}
 	roll(true, k2, k1)
 	for i := range 6 {
 		if !signedIn(alice, "alice-lab") {
