@@ -40,11 +40,15 @@ type IdleDecision struct {
 
 // DecideIdle applies the idle rules: stop once the later of the last
 // activity and the start is older than the timeout; warn WarnBefore ahead;
-// wake on activity newer than the stop. Waiting is expressed as the exact
+// wake on activity no older than the stop. Waiting is expressed as the exact
 // time to the warning or the deadline.
 func DecideIdle(in IdleInput) IdleDecision {
 	if in.IdleStoppedAt != nil {
-		if in.LastActivity != nil && in.LastActivity.After(*in.IdleStoppedAt) {
+		// Not Before, rather than After: both times have whole seconds,
+		// so activity in the second of the stop (someone back at once)
+		// compares equal. Activity from before the stop is older than it
+		// by the whole timeout, so it cannot wake by mistake.
+		if in.LastActivity != nil && !in.LastActivity.Before(*in.IdleStoppedAt) {
 			return IdleDecision{Running: true, Wake: true}
 		}
 		return IdleDecision{}

@@ -63,6 +63,12 @@ func TestDecideIdle(t *testing.T) {
 			IdleInput{Now: t0.Add(5 * time.Hour), StartedAt: t0, LastActivity: at(5 * time.Hour), IdleStoppedAt: at(31 * time.Minute), Timeout: &thirty},
 			IdleDecision{Running: true, Wake: true},
 		},
+		// Both times are stored in whole seconds: a wake in the second of
+		// the stop (a user back at once) must not look older than it.
+		"wakes on activity in the same second as the stop": {
+			IdleInput{Now: t0.Add(31 * time.Minute), StartedAt: t0, LastActivity: at(31 * time.Minute), IdleStoppedAt: at(31 * time.Minute), Timeout: &thirty},
+			IdleDecision{Running: true, Wake: true},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -61,11 +61,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		timeout = time.Minute
 	}
 	if ul.Status.Phase == v1alpha1.PhaseStopped && s.shouldWake(key, timeout) {
-		var stoppedAt *time.Time
-		if ul.Status.IdleStopTime != nil {
-			stoppedAt = &ul.Status.IdleStopTime.Time
-		}
-		if err := s.Activity.Wake(r.Context(), key, stoppedAt); err != nil {
+		if err := s.Activity.Wake(r.Context(), key); err != nil {
 			s.forgetWake(key)
 			pages.Error(w, r, http.StatusServiceUnavailable, "could not start the environment; try again")
 			return nil, false

@@ -145,7 +145,10 @@ func TestThreeGatewayReplicas(t *testing.T) {
 		t.Fatalf("carol's sign-in: %v %v", resp, err)
 	}
 	var ul v1alpha1.Userland
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	// Polled often, so the wake below usually lands in the very second of
+	// the stop: both are stored in whole seconds, and such a wake was once
+	// ignored.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "carol-lab"}, &ul)
 		return err == nil && ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedIdle, nil
 	})

@@ -66,16 +66,9 @@ func (r *Recorder) Touch(key types.NamespacedName, source v1alpha1.ActivitySourc
 }
 
 // Wake writes activity for a Userland now: a stopped environment is started
-// by the controller when it sees activity newer than the stop. Status times
-// have whole seconds, so a wake in the same second as the idle stop
-// (stoppedAt) would look no newer and be ignored; it is written a second
-// after the stop instead.
-func (r *Recorder) Wake(ctx context.Context, key types.NamespacedName, stoppedAt *time.Time) error {
-	at := r.now()
-	if stoppedAt != nil && !at.Truncate(time.Second).After(*stoppedAt) {
-		at = stoppedAt.Truncate(time.Second).Add(time.Second)
-	}
-	return r.write(ctx, key, use{at: at, source: v1alpha1.ActivityRequest})
+// by the controller when it sees activity newer than the stop.
+func (r *Recorder) Wake(ctx context.Context, key types.NamespacedName) error {
+	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityRequest})
 }
 
 // KeepRunning writes activity now for a user who answered an idle
