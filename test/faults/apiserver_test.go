@@ -219,8 +219,8 @@ func TestAPIServerDownFor30s(t *testing.T) {
 		_ = resp.Body.Close()
 		loc := resp.Header.Get("Location")
 		t.Logf("stop during the outage answered %s in %s: %s", resp.Status, took.Round(time.Millisecond), loc)
-		if !strings.Contains(loc, "error=") {
-			t.Errorf("stop during the outage redirected to %q, want an error message", loc)
+		if msg, _ := url.QueryUnescape(strings.TrimPrefix(loc, "/?error=")); !strings.Contains(msg, "could not be reached") {
+			t.Errorf("stop during the outage redirected to %q, want an error saying the cluster could not be reached", loc)
 		}
 	}
 

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -140,9 +142,20 @@ func plainError(err error) string {
 	if errors.Is(err, actions.ErrSuspendedByStaff) {
 		return "An administrator or instructor suspended this environment, so only they can start it again."
 	}
+	if unreachable(err) {
+		return "The cluster could not be reached, so nothing was changed. Try again in a minute."
+	}
 	msg := err.Error()
 	if i := strings.LastIndex(msg, ": "); i >= 0 && len(msg)-i < 200 {
 		msg = msg[i+2:]
 	}
 	return "The action failed: " + msg
+}
+
+// unreachable reports an API server that is down or overloaded, rather
+// than a refusal: the user should retry, not change anything.
+func unreachable(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
 }

@@ -1,0 +1,39 @@
+package dashboard
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/userland-dev/userland/internal/actions"
+)
+
+func TestPlainErrorSaysWhatToDo(t *testing.T) {
+	refused := &url.Error{Op: "Patch", URL: "https://10.96.0.1/apis/userland.dev/v1alpha1/namespaces/demo/userlands/a",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}}
+	gr := schema.GroupResource{Group: "userland.dev", Resource: "userlands"}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"not the user's", fmt.Errorf("stop: %w", errForbidden), "That environment does not exist or is not yours."},
+		{"suspended by staff", actions.ErrSuspendedByStaff, "An administrator or instructor suspended this environment, so only they can start it again."},
+		{"API server down", fmt.Errorf("patching demo/a: %w", refused), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
+		{"API server overloaded", apierrors.NewTooManyRequests("slow down", 1), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
+		{"a refusal says why", apierrors.NewConflict(gr, "a", errors.New("the object has been modified")), "The action failed: the object has been modified"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, plainError(tt.err)); diff != "" {
+				t.Errorf("plainError (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
