@@ -115,11 +115,9 @@ func Run(ctx context.Context, c *http.Client, dir string, releases []Release, wa
 // unreachable reports whether err means the host, rather than one file,
 // is out of reach.
 func unreachable(err error) bool {
+	// net.Error covers refused connections, DNS failures and timeouts.
 	var netErr net.Error
-	var opErr *net.OpError
-	var dnsErr *net.DNSError
-	return errors.As(err, &netErr) || errors.As(err, &opErr) || errors.As(err, &dnsErr) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func exists(p string) bool {

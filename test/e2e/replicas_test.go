@@ -12,8 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,37 +30,6 @@ import (
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
-// roundRobin sends each request to the next replica, with no stickiness,
-// as a Service in front of several gateway pods may.
-type roundRobin struct {
-	mu       sync.Mutex
-	replicas []*replica
-	next     int
-}
-
-func (b *roundRobin) set(rs ...*replica) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.replicas = rs
-}
-
-func (b *roundRobin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b.mu.Lock()
-	rep := b.replicas[b.next%len(b.replicas)]
-	b.next++
-	b.mu.Unlock()
-	rep.served.Add(1)
-	rep.proxy.ServeHTTP(w, r)
-}
-
-// replica is one running gateway.
-type replica struct {
-	name   string
-	proxy  *httputil.ReverseProxy
-	served atomic.Int32
-	stop   context.CancelFunc
-}
-
 // TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation signs in
 // through Dex in Chromium on environment hosts, with two gateway replicas
 // behind one address and no sticky sessions, and rotates the session keys
@@ -77,7 +44,7 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 	}
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	mainURL := "http://127.0.0.1:" + port
-	lb := &roundRobin{}
+	lb := &testenv.RoundRobin{}
 	front := &http.Server{Handler: lb, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = front.Serve(l) }()
 	t.Cleanup(func() { _ = front.Close() })
@@ -107,7 +74,7 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 	}
 
 	keys := map[string]string{"K1": newKey(t), "K2": newKey(t)}
-	start := func(name string, keyOrder ...string) *replica {
+	start := func(name string, keyOrder ...string) *testenv.Backend {
 		t.Helper()
 		var lines []string
 		for _, k := range keyOrder {
@@ -154,7 +121,7 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 			// hosts by it.
 			pr.Out.Host = pr.In.Host
 		}}
-		return &replica{name: name + strings.Join(keyOrder, ","), proxy: rp, stop: cancel}
+		return &testenv.Backend{Name: name + strings.Join(keyOrder, ","), Handler: rp, Stop: cancel}
 	}
 	envURL := func(name string) string {
 		return "http://" + naming.HostLabel(devenv.DemoNamespace, name) + "." + devenv.EnvironmentDomain + ":" + port + "/"
@@ -166,20 +133,20 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 		want := fmt.Sprintf("Environment %s/%s of %s", devenv.DemoNamespace, name, email)
 		waitFor(t, browserCtx, name+"'s app", fmt.Sprintf(`(document.getElementById("owner")||{}).textContent === %q`, want), 30*time.Second)
 	}
-	phase := func(what string, rs ...*replica) {
+	phase := func(what string, rs ...*testenv.Backend) {
 		t.Helper()
 		for _, r := range rs {
-			if r.served.Load() == 0 {
-				t.Errorf("%s: replica %s served nothing; the test did not cross replicas", what, r.name)
+			if r.Served.Load() == 0 {
+				t.Errorf("%s: replica %s served nothing; the test did not cross replicas", what, r.Name)
 			}
-			t.Logf("%s: replica %s served %d requests", what, r.name, r.served.Load())
+			t.Logf("%s: replica %s served %d requests", what, r.Name, r.Served.Load())
 		}
 	}
 
 	// 1. Both replicas sign with K1. Signing in starts on an environment
 	// host and goes through Dex's form.
 	a, b := start("a", "K1"), start("b", "K1")
-	lb.set(a, b)
+	lb.Set(a, b)
 	do(t, browserCtx, "opening dana-a signed out", chromedp.Navigate(envURL("dana-a")),
 		chromedp.WaitVisible(chromedp.CSS(`input[name="login"]`)))
 	if u := eval[string](t, browserCtx, `location.href`); !strings.HasPrefix(u, dex.Issuer) {
@@ -202,8 +169,8 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 	// A replica is replaced as a rolling update does it: the new one is
 	// ready and in the pool before the old one stops.
 	a2 := start("a", "K1", "K2")
-	lb.set(a2, b)
-	a.stop()
+	lb.Set(a2, b)
+	a.Stop()
 	openEnv("dana-b")
 	phase("first roll-out", a2, b)
 
@@ -211,17 +178,17 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 	// signs with K2 and the other with K1; each accepts both.
 	a3 := start("a", "K2", "K1")
 	b2 := start("b", "K1", "K2")
-	lb.set(a3, b2)
-	a2.stop()
-	b.stop()
+	lb.Set(a3, b2)
+	a2.Stop()
+	b.Stop()
 	openEnv("dana-c")
 	for _, name := range envs {
 		openEnv(name) // cookies from before the roll-outs still work
 	}
 	phase("second roll-out, mid-way", a3, b2)
 	b3 := start("b", "K2", "K1")
-	lb.set(a3, b3)
-	b2.stop()
+	lb.Set(a3, b3)
+	b2.Stop()
 	for _, name := range envs {
 		openEnv(name)
 	}

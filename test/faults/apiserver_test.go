@@ -125,12 +125,7 @@ func browser() *http.Client {
 }
 
 func signIn(c *http.Client, base, user string) (*http.Response, error) {
-	resp, err := c.PostForm(base+"/login", url.Values{"username": {user}, "password": {user + "-pw"}, "rd": {"/"}})
-	if err != nil {
-		return nil, err
-	}
-	_ = resp.Body.Close()
-	return resp, nil
+	return signInWith(c, base, user, user+"-pw")
 }
 
 func fetch(c *http.Client, u string) (int, string, error) {

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,44 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/testenv"
 	"github.com/userland-dev/userland/internal/testobj"
 )
 
-// pool sends each request to the next gateway replica, with no
-// stickiness, as a Service in front of several pods may.
-type pool struct {
-	mu       sync.Mutex
-	replicas []*gatewayReplica
-	next     int
-}
-
-type gatewayReplica struct {
-	name   string
-	proxy  *httputil.ReverseProxy
-	stop   func()
-	served atomic.Int32
-}
-
-func (p *pool) set(rs ...*gatewayReplica) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.replicas = rs
-}
-
-func (p *pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	rep := p.replicas[p.next%len(p.replicas)]
-	p.next++
-	p.mu.Unlock()
-	rep.served.Add(1)
-	rep.proxy.ServeHTTP(w, r)
-}
-
-func replicaOf(t *testing.T, name string, keys ...string) *gatewayReplica {
+func replicaOf(t *testing.T, name string, keys ...string) *testenv.Backend {
 	t.Helper()
 	base, stop := startReplica(t, keys)
 	target, _ := url.Parse(base)
-	return &gatewayReplica{name: name, proxy: httputil.NewSingleHostReverseProxy(target), stop: stop}
+	return &testenv.Backend{Name: name, Handler: httputil.NewSingleHostReverseProxy(target), Stop: stop}
 }
 
 // TestThreeGatewayReplicas runs three gateways sharing session keys behind
@@ -82,19 +52,19 @@ func TestThreeGatewayReplicas(t *testing.T) {
 	waitReady(t, ns, 2, 2*time.Minute)
 
 	k1, k2 := newKey(), newKey()
-	lb := &pool{}
+	lb := &testenv.RoundRobin{}
 	front := httptest.NewServer(lb)
 	t.Cleanup(front.Close)
-	rs := []*gatewayReplica{replicaOf(t, "a", k1), replicaOf(t, "b", k1), replicaOf(t, "c", k1)}
-	lb.set(rs...)
+	rs := []*testenv.Backend{replicaOf(t, "a", k1), replicaOf(t, "b", k1), replicaOf(t, "c", k1)}
+	lb.Set(rs...)
 	envURL := func(name string) string { return front.URL + "/u/" + ns + "/" + name + "/" }
 	crossed := func(what string) {
 		t.Helper()
-		for _, r := range lb.replicas {
-			if r.served.Load() == 0 {
-				t.Errorf("%s: replica %s served nothing; the test did not cross replicas", what, r.name)
+		for _, r := range lb.Backends() {
+			if r.Served.Load() == 0 {
+				t.Errorf("%s: replica %s served nothing; the test did not cross replicas", what, r.Name)
 			}
-			r.served.Store(0)
+			r.Served.Store(0)
 		}
 	}
 	signedIn := func(c *http.Client, name string) bool {
@@ -155,8 +125,8 @@ func TestThreeGatewayReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatalf("carol's environment never stopped for idleness: %s %s", ul.Status.Phase, ul.Status.StoppedReason)
 	}
-	for _, r := range lb.replicas {
-		r.served.Store(0)
+	for _, r := range lb.Backends() {
+		r.Served.Store(0)
 	}
 	wakeStart := time.Now()
 	req, _ := http.NewRequest(http.MethodGet, envURL("carol-lab"), nil)
@@ -198,12 +168,12 @@ func TestThreeGatewayReplicas(t *testing.T) {
 	roll := func(check bool, keys ...string) {
 		t.Helper()
 		for i, old := range rs {
-			next := replicaOf(t, old.name, keys...)
+			next := replicaOf(t, old.Name, keys...)
 			rs[i] = next
-			lb.set(rs...)
-			old.stop()
+			lb.Set(rs...)
+			old.Stop()
 			if check && !signedIn(alice, "alice-lab") {
-				t.Fatalf("alice was signed out while replica %s moved to %d key(s)", old.name, len(keys))
+				t.Fatalf("alice was signed out while replica %s moved to %d key(s)", old.Name, len(keys))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +107,7 @@ func TestQuickStartFromACleanClone(t *testing.T) {
 
 // signInWith signs user in with password.
 func signInWith(c *http.Client, base, user, password string) (*http.Response, error) {
-	resp, err := c.PostForm(base+"/login", map[string][]string{"username": {user}, "password": {password}, "rd": {"/"}})
+	resp, err := c.PostForm(base+"/login", url.Values{"username": {user}, "password": {password}, "rd": {"/"}})
 	if err != nil {
 		return nil, err
 	}

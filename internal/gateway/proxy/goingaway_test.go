@@ -27,6 +27,17 @@ func frontFor(t *testing.T, p *Proxy, upstream *httptest.Server, ended *atomic.I
 	return s
 }
 
+// dialWebSocket opens a WebSocket through gw, closed when the test ends.
+func dialWebSocket(ctx context.Context, t *testing.T, gw *httptest.Server) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(gw.URL, "http")+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
 // A gateway shutting down closes an idle WebSocket with "going away", so
 // the app in the browser reconnects rather than seeing a dropped
 // connection.
@@ -36,11 +47,7 @@ func TestCloseWebSocketsSendsGoingAway(t *testing.T) {
 	gw := frontFor(t, p, echoServer(t), &ended)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(gw.URL, "http")+"/ws", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.CloseNow() }()
+	c := dialWebSocket(ctx, t, gw)
 	if _, _, err := c.Read(ctx); err != nil { // the greeting
 		t.Fatal(err)
 	}
@@ -48,7 +55,7 @@ func TestCloseWebSocketsSendsGoingAway(t *testing.T) {
 	if n := p.CloseWebSockets(ctx); n != 1 {
 		t.Errorf("closed %d WebSockets, want 1", n)
 	}
-	_, _, err = c.Read(ctx)
+	_, _, err := c.Read(ctx)
 	if got := websocket.CloseStatus(err); got != websocket.StatusGoingAway {
 		t.Fatalf("client read %v (status %d), want a close frame with 1001 going away", err, got)
 	}
@@ -92,11 +99,7 @@ func TestCloseWebSocketsWaitsForTheFrameInFlight(t *testing.T) {
 	gw := frontFor(t, p, upstream, &ended)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(gw.URL, "http")+"/ws", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.CloseNow() }()
+	c := dialWebSocket(ctx, t, gw)
 	c.SetReadLimit(1 << 20)
 	<-halfSent
 	time.Sleep(100 * time.Millisecond) // the half has passed the gateway
