@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/userland-dev/userland/internal/apilimits"
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/webhook"
 )
@@ -48,7 +49,8 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 			if err != nil {
 				return err
 			}
-			cfg.QPS, cfg.Burst = qps, burst
+			apilimits.Apply(cfg, qps, burst)
+			apilimits.RegisterMetrics()
 			if !disableWebhooks {
 				if err := webhookOptions(&hooks, certMode, certSecret, webhookService, extraDNSNames); err != nil {
 					return err
@@ -87,8 +89,8 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.BoolVar(&hooks.WriteCertsToDir, "webhook-write-certs", false, "copy the self-managed certificate from its Secret into --webhook-cert-dir (outside a cluster, where no kubelet mounts it)")
 	f.StringSliceVar(&extraDNSNames, "webhook-extra-dns-names", nil, "additional DNS names for the self-managed certificate")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
-	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the API server (client-side limit); converged environments cost none")
-	f.IntVar(&burst, "kube-api-burst", 100, "burst above --kube-api-qps")
+	f.Float32Var(&qps, "kube-api-qps", apilimits.ControllerQPS, "requests per second to the API server (client-side limit; negative: none, leaving it to the API server's priority and fairness); converged environments cost none")
+	f.IntVar(&burst, "kube-api-burst", apilimits.ControllerBurst, "burst above --kube-api-qps")
 	f.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof; empty disables it")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)

@@ -12,12 +12,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/userland-dev/userland/internal/apilimits"
 	"github.com/userland-dev/userland/internal/gateway"
 )
 
 func newGatewayCommand() *cobra.Command {
 	opts := gateway.Options{}
 	var kubeconfig, staticUpstream string
+	var qps float32
+	var burst int
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the gateway: sign-in, routing, proxying, wake-on-request",
@@ -46,6 +49,8 @@ records activity. Every flag can also be set with an environment variable:
 			if err != nil {
 				return err
 			}
+			apilimits.Apply(cfg, qps, burst)
+			apilimits.RegisterMetrics()
 			if staticUpstream != "" {
 				opts.Resolver = &gateway.StaticResolver{Default: staticUpstream}
 			}
@@ -98,6 +103,8 @@ records activity. Every flag can also be set with an environment variable:
 	f.DurationVar(&opts.ActivityInterval, "activity-interval", time.Minute, "the most often one environment's activity is written to the API server")
 	f.StringVar(&opts.ClusterTemplateNamespace, "cluster-template-namespace", "", "namespace for Userlands auto-provisioned from ClusterTemplates; empty: ClusterTemplates do not auto-provision")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")
+	f.Float32Var(&qps, "kube-api-qps", apilimits.GatewayQPS, "requests per second to the API server (client-side limit; negative: none, leaving it to the API server's priority and fairness): wakes, auto-provisioned Userlands and activity")
+	f.IntVar(&burst, "kube-api-burst", apilimits.GatewayBurst, "burst above --kube-api-qps")
 	f.StringVar(&staticUpstream, "static-upstream", "", "send every environment's traffic to this host:port instead of its Service (benchmarks and local testing only)")
 	_ = f.MarkHidden("static-upstream")
 	f.StringVar(&opts.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof; empty disables it (benchmarks)")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/userland-dev/userland/internal/apilimits"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -228,6 +229,18 @@ func checkCase(t *testing.T, name string, objs []*unstructured.Unstructured) {
 		if !strings.Contains(gatewayArgs, "--auth-mode=static") {
 			t.Errorf("gateway args %s", gatewayArgs)
 		}
+		// The chart installs the binaries' own defaults, which `make
+		// bench` measures: the two must not drift apart.
+		for got, want := range map[string][]string{
+			controllerArgs: {fmt.Sprintf("--kube-api-qps=%v ", apilimits.ControllerQPS), fmt.Sprintf("--kube-api-burst=%v ", apilimits.ControllerBurst)},
+			gatewayArgs:    {fmt.Sprintf("--kube-api-qps=%v ", apilimits.GatewayQPS), fmt.Sprintf("--kube-api-burst=%v ", apilimits.GatewayBurst)},
+		} {
+			for _, w := range want {
+				if !strings.Contains(got+" ", w) {
+					t.Errorf("args lack the shipped client limit %q: %s", w, got)
+				}
+			}
+		}
 	case "cert-manager":
 		if !strings.Contains(controllerArgs, "--webhook-cert-mode=external") || find(objs, "Certificate", "") == nil ||
 			webhook.GetAnnotations()["cert-manager.io/inject-ca-from"] != namespace+"/userland-webhook" {
@@ -300,6 +313,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			values:     map[string]any{"url": "https://u.example.edu", "gateway": map[string]any{"networkPolicy": map[string]any{"ingressFrom": nil}}},
 			want:       "ingressFrom must list",
 			renderOnly: true,
+		},
+		"a client limit of zero": {
+			values: map[string]any{"url": "https://u.example.edu", "gateway": map[string]any{"kubeAPI": map[string]any{"qps": 0}}},
+			want:   "qps",
 		},
 		"no url at all": {
 			values:     map[string]any{},
