@@ -215,3 +215,36 @@ func cpuSeconds(pid int) float64 {
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // USER_HZ
 }
+
+// readAudit reads every audited request that completed at or after from.
+func readAudit(auditLog string, from time.Time) ([]apiRecord, error) {
+	f, err := os.Open(auditLog)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	type entry struct {
+		Verb string `json:"verb"`
+		User struct {
+			Username string `json:"username"`
+		} `json:"user"`
+		ObjectRef *struct {
+			Resource, Subresource, Namespace, Name string
+		} `json:"objectRef"`
+		RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+		StageTimestamp           time.Time `json:"stageTimestamp"`
+	}
+	var out []apiRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e entry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.ObjectRef == nil || e.StageTimestamp.Before(from) {
+			continue
+		}
+		out = append(out, apiRecord{User: e.User.Username, Verb: e.Verb, Resource: e.ObjectRef.Resource,
+			Subresource: e.ObjectRef.Subresource, Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name,
+			Received: e.RequestReceivedTimestamp, Done: e.StageTimestamp})
+	}
+	return out, sc.Err()
+}

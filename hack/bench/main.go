@@ -41,6 +41,7 @@ type options struct {
 	rollout     bool
 	keep        bool
 	slowClients int
+	class       classOptions
 }
 
 func parseInts(s string) ([]int, error) {
@@ -84,7 +85,18 @@ func main() {
 	flag.BoolVar(&o.rollout, "rollout", true, "measure rollouts after provisioning")
 	flag.IntVar(&o.slowClients, "slow-clients", 500, "slow anonymous clients held against the gateway (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
+	var limits string
+	flag.IntVar(&o.class.Students, "class-students", 500, "students in the class-start scenario (0: none)")
+	flag.IntVar(&o.class.New, "class-new", 100, "of them, students whose environment is auto-provisioned at sign-in")
+	flag.DurationVar(&o.class.Window, "class-window", time.Minute, "the class signs in within this")
+	flag.DurationVar(&o.class.Steady, "class-steady", time.Minute, "steady-state window after the class start")
+	flag.StringVar(&limits, "class-limits", "before,shipped,raised", "client limit sets the class start runs under, comma-separated: before, shipped, raised")
 	flag.Parse()
+	for _, l := range strings.Split(limits, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			o.class.Limits = append(o.class.Limits, l)
+		}
+	}
 	var err error
 	if o.sizes, err = parseInts(sizes); err != nil {
 		fatal(err)
@@ -130,6 +142,9 @@ type provisionResult struct {
 	// Profiles are the top entries of CPU profiles taken while
 	// provisioning: the API server's and the controller's.
 	Profiles map[string]string
+	// Throttle is the controller's wait on its client-side limit while
+	// provisioning.
+	Throttle histogram
 }
 
 // wakeSamples is how many wakes are timed.
@@ -166,7 +181,6 @@ func run(o options) error {
 			return err
 		}
 	}
-	const controllerUser = "bench-controller"
 	ctrlCfg, err := env.CertConfigBoundTo(ctx, controllerUser, "userland-controller")
 	if err != nil {
 		return err
@@ -180,15 +194,25 @@ func run(o options) error {
 		return err
 	}
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", pprofPort)
+	metricsPort, err := simcluster.FreePort()
+	if err != nil {
+		return err
+	}
+	ctrlMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	// The chart's flags: its workers and client limits are the binary's
+	// own defaults (internal/chartrender's test keeps them equal).
 	ctrlProc, err := startProcess("controller", filepath.Join(dir, "controller.log"), bin, "controller",
 		"--kubeconfig", ctrlKubeconfig, "--disable-webhooks", "--leader-elect=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--workers=16",
-		"--kube-api-qps=500", "--kube-api-burst=1000", "--gateway-url=http://"+gatewayHost, "--gateway-namespace=userland-system",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0",
+		"--gateway-url=http://"+gatewayHost, "--gateway-namespace=userland-system",
 		"--pprof-bind-address", pprofAddr)
 	if err != nil {
 		return err
 	}
 	defer ctrlProc.stop()
+	if err := waitHTTP(ctrlMetrics); err != nil {
+		return err
+	}
 	pid := ctrlProc.cmd.Process.Pid
 
 	var results []provisionResult
@@ -226,9 +250,18 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
+		m0, err := scrape(ctrlMetrics)
+		if err != nil {
+			return err
+		}
 		if r.Userland, err = provision(ctx, c, ns, n); err != nil {
 			return err
 		}
+		m1, err := scrape(ctrlMetrics)
+		if err != nil {
+			return err
+		}
+		r.Throttle = histogramOf(m1, "rest_client_rate_limiter_duration_seconds", nil).minus(histogramOf(m0, "rest_client_rate_limiter_duration_seconds", nil))
 		w3, err := serverWrites(env)
 		if err != nil {
 			return err
@@ -277,7 +310,20 @@ func run(o options) error {
 			return err
 		}
 	}
-	return writeReport(o, results, gw)
+	var class []classResult
+	if o.class.Students > 0 {
+		// Each run of the scenario starts a controller of its own.
+		ctrlProc.stop()
+		up, upAddr, err := child("upstream")
+		if err != nil {
+			return err
+		}
+		defer up.stop()
+		if class, err = classStart(ctx, o.class, env, c, dir, bin, auditLog, upAddr); err != nil {
+			return err
+		}
+	}
+	return writeReport(o, results, gw, class)
 }
 
 func waitHTTP(u string) error {

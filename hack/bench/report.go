@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/userland-dev/userland/internal/apilimits"
 )
 
 func verdict(ok bool) string {
@@ -24,7 +26,7 @@ var routedHow = map[string]string{targetPath: "path routing", targetSubdomain: "
 // eighth of the chart's 512 MiB limit.
 const slowGrowthTargetKiB = 64 << 10
 
-func writeReport(o options, results []provisionResult, gw *gatewayResult) error {
+func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("# Benchmarks")
@@ -97,6 +99,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 			p("| wake-on-request latency minus the pod's own time to Ready (median of %d) | no target set | %s (request %s, pod %s) | — | — | — |", len(gw.Wakes), ms(m.Overhead()), ms(m.Request), ms(m.Pod))
 		}
 	}
+	classTargets(p, class)
 	p("")
 	p("## Provisioning and API economy")
 	for _, r := range results {
@@ -104,6 +107,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 		p("### N = %d", r.N)
 		p("")
 		p("- Userlands created with %d parallel creates; all Ready after %s. Baseline: the same parallelism creating Deployments and Services, all Available after %s.", parallelism, r.Userland.Round(time.Millisecond), r.Baseline.Round(time.Millisecond))
+		p("- The controller ran with the shipped client limit (%v requests a second, burst %d) and waited %.2f s on it in total while provisioning; %d of its %d requests waited more than 25 ms.", apilimits.ControllerQPS, apilimits.ControllerBurst, r.Throttle.Sum, r.Throttle.Above(0.025), r.Throttle.Count)
 		p("- Controller CPU while provisioning: %.1f s. RSS peak %.1f MiB, settled %.1f MiB after the steady window.", r.CPUSeconds, float64(r.PeakKiB)/1024, float64(r.SettledKiB)/1024)
 		if r.Rollout > 0 {
 			p("- Rollout of an image change to all %d running environments (Immediate, maxUnavailable 25%%): %s.", r.N, r.Rollout.Round(time.Millisecond))
@@ -199,6 +203,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult) error 
 			p("| %d | %s | %s | %s |", i+1, ms(w.Request), ms(w.Pod), ms(w.Overhead()))
 		}
 	}
+	if len(class) > 0 {
+		classSection(p, o.class, class)
+	}
 	p("")
 	if missing := notMeasured(o); len(missing) > 0 {
 		p("## Not measured in this run")
@@ -236,6 +243,9 @@ func notMeasured(o options) []string {
 	}
 	if len(o.sizes) > 0 && !o.rollout {
 		out = append(out, "Rollout of an image change (run without `-rollout=false`).")
+	}
+	if o.class.Students == 0 {
+		out = append(out, "The class-start scenario (`-class-students 500`).")
 	}
 	if !o.gateway {
 		out = append(out, "The gateway: throughput, latency, held WebSockets and wake latency (run without `-gateway=false`).")
