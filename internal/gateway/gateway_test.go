@@ -594,6 +594,35 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 	}
 }
 
+// TestAutoProvisionedIsReadableAtOnce: a sign-in goes straight on to the
+// environment it made (the hand-off, the dashboard), which read the
+// gateway's cache, so the cache must show it when provisioning returns,
+// not a moment later (make bench's class start met "not found" there).
+func TestAutoProvisionedIsReadableAtOnce(t *testing.T) {
+	f := setup(t, nil)
+	ctx := context.Background()
+	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").AutoProvision("uni.example.ac.jp").Obj()
+	if err := env.Client.Create(ctx, lab); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return f.server.Reader.Get(ctx, client.ObjectKeyFromObject(lab), &v1alpha1.Template{}) == nil, nil
+	})
+	if err != nil {
+		t.Fatal("template never reached the gateway's cache")
+	}
+	for i := range 20 {
+		user := fmt.Sprintf("student%d", i)
+		n, err := f.server.Provisioner.Provision(ctx, session.Identity{User: user, Email: user + "@uni.example.ac.jp"})
+		if err != nil || n != 1 {
+			t.Fatalf("provisioning %s: %d created, %v", user, n, err)
+		}
+		if err := f.server.Reader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: user + "-lab"}, &v1alpha1.Userland{}); err != nil {
+			t.Fatalf("the cache lacks %s's environment when provisioning returns: %v", user, err)
+		}
+	}
+}
+
 func TestLogoutEndsTheSession(t *testing.T) {
 	f := setup(t, nil)
 	c := browser(t)

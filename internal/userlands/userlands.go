@@ -145,7 +145,7 @@ func (x *Index) Create(ctx context.Context, r client.Reader, w client.Writer, ul
 		if !apierrors.IsAlreadyExists(err) {
 			return candidate, false, fmt.Errorf("creating userland %s/%s: %w", ul.Namespace, candidate, err)
 		}
-		other, err := settled(ctx, r, types.NamespacedName{Namespace: ul.Namespace, Name: candidate})
+		other, err := Settled(ctx, r, types.NamespacedName{Namespace: ul.Namespace, Name: candidate})
 		if err != nil {
 			return candidate, false, err
 		}
@@ -157,9 +157,9 @@ func (x *Index) Create(ctx context.Context, r client.Reader, w client.Writer, ul
 	return "", false, fmt.Errorf("%s's environment from %s %s in %s: %w", user, ref.Kind, ref.Name, ul.Namespace, ErrNoFreeName)
 }
 
-// settled waits until r (perhaps a cache) shows the object at key, which
-// the API server said exists.
-func settled(ctx context.Context, r client.Reader, key types.NamespacedName) (*v1alpha1.Userland, error) {
+// Settled waits until r (perhaps a cache) shows the object at key, which
+// the API server said exists, for up to a few seconds.
+func Settled(ctx context.Context, r client.Reader, key types.NamespacedName) (*v1alpha1.Userland, error) {
 	deadline := time.Now().Add(settle)
 	for {
 		var other v1alpha1.Userland

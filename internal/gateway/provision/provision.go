@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -107,8 +108,17 @@ func (p *Provisioner) Create(ctx context.Context, id session.Identity, c Candida
 		},
 		Spec: v1alpha1.UserlandSpec{User: id.User, TemplateRef: c.Ref},
 	}
-	_, created, err := userlands.Create(ctx, p.Reader, p.Writer, ul, client.FieldOwner("userland-gateway"))
-	return created, err
+	name, created, err := userlands.Create(ctx, p.Reader, p.Writer, ul, client.FieldOwner("userland-gateway"))
+	if err != nil || !created {
+		return created, err
+	}
+	// The sign-in that created it goes straight on to it (the hand-off,
+	// the dashboard), and both read the cache: wait for the cache to show
+	// it, or the user gets "not found" for an environment just made.
+	if _, err := userlands.Settled(ctx, p.Reader, types.NamespacedName{Namespace: c.Namespace, Name: name}); err != nil {
+		return true, fmt.Errorf("waiting for the new userland to be readable: %w", err)
+	}
+	return true, nil
 }
 
 // Provision creates the missing Userlands for id and returns how many it
