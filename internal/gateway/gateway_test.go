@@ -484,21 +484,15 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 	}
 	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
 
-	// A browser gets the progress page; an XHR is held until Ready.
-	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
-	if ul.Status.DisplayName == "" {
-		t.Errorf("the controller did not record the template's display name: %+v", ul.Status)
-	}
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "<h1>Starting "+ul.Status.DisplayName+"…</h1>") ||
-		!strings.Contains(body, "stopped because nobody had used it") {
-		t.Fatalf("navigation to a stopped environment: %s %s", resp.Status, body)
-	}
+	// A page load is held while the environment starts, and here the
+	// start is quicker than the hold: the page is the environment itself,
+	// with no progress page and no reload to wait for.
 	start := time.Now()
-	resp, body = get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/api", map[string]string{"Accept": "application/json"})
+	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"user":"alice"`) {
-		t.Fatalf("held request: %s %s", resp.Status, body)
+		t.Fatalf("navigation to a stopped environment that starts within the hold: %s %s", resp.Status, body)
 	}
-	t.Logf("request held %s while the environment woke", time.Since(start).Round(time.Millisecond))
+	t.Logf("page load held %s while the environment woke", time.Since(start).Round(time.Millisecond))
 	if n := f.metric(t, "userland_gateway_wakes_total", nil); n != 1 {
 		t.Errorf("wakes counted %v, want 1", n)
 	}
@@ -515,12 +509,53 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	// An XHR is held until Ready.
+	start = time.Now()
 	resp, body = get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/api", map[string]string{"Accept": "application/json"})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"user":"alice"`) {
 		t.Fatalf("held request after the second stop: %s %s", resp.Status, body)
 	}
+	t.Logf("request held %s while the environment woke", time.Since(start).Round(time.Millisecond))
 	if n := f.metric(t, "userland_gateway_wakes_total", nil); n != 2 {
 		t.Errorf("wakes counted %v, want 2", n)
+	}
+}
+
+// TestSlowStartShowsTheProgressPage: a start that outlasts the page load's
+// hold gets the progress page, which says why the environment was stopped
+// and reloads itself; the reload, held again, is the environment.
+func TestSlowStartShowsTheProgressPage(t *testing.T) {
+	// A hold far shorter than any start, so every page load outlasts it.
+	f := setup(t, func(s *gateway.Server) {
+		s.Activity.Now = func() time.Time { return clock.Now().Add(time.Second) }
+		s.NavigationHold = time.Millisecond
+	})
+	alice := browser(t)
+	signIn(t, alice, f.gateway.URL, "alice", "alice-pw")
+	clock.SetTime(clock.Now().Add(6 * time.Minute))
+	var ul v1alpha1.Userland
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.Annotations = map[string]string{"test/poke": "1"}
+	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+
+	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "<h1>Starting "+ul.Status.DisplayName+"…</h1>") ||
+		!strings.Contains(body, "stopped because nobody had used it") || !strings.Contains(body, `http-equiv="refresh" content="1"`) {
+		t.Fatalf("navigation to a stopped environment: %s %s", resp.Status, body)
+	}
+	// The browser reloads until the environment answers.
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, body = get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, `"user":"alice"`), nil
+	})
+	if err != nil {
+		t.Fatalf("the reloads never reached the environment: %s %s", resp.Status, body)
 	}
 }
 

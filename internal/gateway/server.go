@@ -66,6 +66,9 @@ type Server struct {
 	// WakeTimeout bounds how long a non-navigation request is held while
 	// its environment starts (60s by default).
 	WakeTimeout time.Duration
+	// NavigationHold is how long a page load waits for its starting
+	// environment before the progress page answers it (2s by default).
+	NavigationHold time.Duration
 	// Ready reports whether the caches have synced, for /readyz.
 	Ready func() bool
 	// Provisioner creates Userlands at sign-in, when set.

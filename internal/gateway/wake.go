@@ -43,9 +43,10 @@ func (s *Server) forgetWake(key types.NamespacedName) {
 	delete(s.waking, key)
 }
 
-// waitReady wakes an idle environment and waits for it: a browser gets a
-// progress page that reloads itself; other requests are held up to
-// WakeTimeout, then get 503 with Retry-After.
+// waitReady wakes an idle environment and waits for it: a page load is
+// held up to NavigationHold, then gets a progress page that reloads
+// itself; other requests are held up to WakeTimeout, then get 503 with
+// Retry-After.
 func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Identity, ul *v1alpha1.Userland) (*v1alpha1.Userland, bool) {
 	key := types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}
 	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedSuspended {
@@ -68,34 +69,81 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		}
 		s.Metrics.woke()
 	}
-	if isNavigation(r) {
-		s.progress(w, ul, http.StatusAccepted, "")
-		return nil, false
-	}
 	if !s.waiting.acquire(id.User, s.Limits.WaitingPerUser) {
-		tooMany(w, "requests waiting for an environment", 5*time.Second)
+		if isNavigation(r) {
+			s.progress(w, ul, http.StatusAccepted, "")
+		} else {
+			tooMany(w, "requests waiting for an environment", 5*time.Second)
+		}
 		return nil, false
 	}
 	defer s.waiting.release(id.User)
 	s.Metrics.holding(1)
 	defer s.Metrics.holding(-1)
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	defer cancel()
 	start := time.Now()
 	defer func() { s.Metrics.waited(time.Since(start)) }()
-	// Polls the in-memory cache, not the API server.
-	tick := time.NewTicker(200 * time.Millisecond)
+	if isNavigation(r) {
+		// A page load is held briefly: a start that finishes within it
+		// shows the environment itself, with no progress page and no
+		// reload to wait for. Past it the progress page answers, and its
+		// reload a second later is held again, so the page is shown the
+		// moment the environment is Ready rather than at the next reload.
+		hold := s.NavigationHold
+		if hold == 0 {
+			hold = defaultNavigationHold
+		}
+		cur, ready := s.awaitReady(r.Context(), key, hold, true)
+		if ready {
+			return cur, true
+		}
+		// The state the request found explains an idle stop ("your files
+		// were kept"); a failure since then explains itself.
+		if cur == nil || ul.Status.Phase == v1alpha1.PhaseStopped && cur.Status.Phase != v1alpha1.PhaseFailed {
+			cur = ul
+		}
+		s.progress(w, cur, http.StatusAccepted, "")
+		return nil, false
+	}
+	cur, ready := s.awaitReady(r.Context(), key, timeout, false)
+	if !ready {
+		if r.Context().Err() == nil {
+			w.Header().Set("Retry-After", "5")
+			pages.Error(w, r, http.StatusServiceUnavailable, "the environment is starting; retry shortly")
+		}
+		return nil, false
+	}
+	return cur, true
+}
+
+// defaultNavigationHold is how long a page load waits for a starting
+// environment before the progress page answers it: about what a page
+// load may take before it feels broken.
+const defaultNavigationHold = 2 * time.Second
+
+// awaitReady polls the in-memory cache, not the API server, until key is
+// Ready or timeout passes, or, with stopOnFailed, it fails (a page load
+// then shows why at once; a held request waits on, as a crashing pod may
+// yet come up). It returns the last state seen.
+func (s *Server) awaitReady(ctx context.Context, key types.NamespacedName, timeout time.Duration, stopOnFailed bool) (*v1alpha1.Userland, bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	var last *v1alpha1.Userland
 	for {
 		var cur v1alpha1.Userland
-		if err := s.Reader.Get(ctx, key, &cur); err == nil && cur.Status.Phase == v1alpha1.PhaseReady {
-			return &cur, true
+		if err := s.Reader.Get(ctx, key, &cur); err == nil {
+			last = &cur
+			if cur.Status.Phase == v1alpha1.PhaseReady {
+				return last, true
+			}
+			if stopOnFailed && cur.Status.Phase == v1alpha1.PhaseFailed {
+				return last, false
+			}
 		}
 		select {
 		case <-ctx.Done():
-			w.Header().Set("Retry-After", "5")
-			pages.Error(w, r, http.StatusServiceUnavailable, "the environment is starting; retry shortly")
-			return nil, false
+			return last, false
 		case <-tick.C:
 		}
 	}

@@ -136,8 +136,13 @@ func TestThreeGatewayReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Errorf("carol's navigation to her stopped environment: %s, want 202 and the progress page", resp.Status)
+	// The page load is held up to 2 s: the environment itself if it
+	// started by then, else the progress page.
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusAccepted:
+		t.Logf("carol's navigation to her stopped environment: %s after %s", resp.Status, time.Since(wakeStart).Round(time.Millisecond))
+	default:
+		t.Errorf("carol's navigation to her stopped environment: %s, want the environment or the progress page", resp.Status)
 	}
 	var held sync.WaitGroup
 	codes := make([]int, 3)

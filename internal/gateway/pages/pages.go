@@ -144,7 +144,10 @@ func RenderProgress(w http.ResponseWriter, code int, p Progress) {
 	case p.Failed:
 		p.Title, p.Heading = p.Environment+" cannot start", p.Environment+" cannot start"
 	default:
-		p.Title, p.Heading, p.Refresh = "Starting "+p.Environment, "Starting "+p.Environment+"…", "2"
+		// A second: the gateway holds the reload until the environment
+		// is Ready (up to a couple of seconds), so this only sets how
+		// soon a state that came up meanwhile is shown.
+		p.Title, p.Heading, p.Refresh = "Starting "+p.Environment, "Starting "+p.Environment+"…", "1"
 	}
 	render(w, code, progressPage, p)
 }
