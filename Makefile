@@ -87,8 +87,12 @@ fuzz: ## Run every fuzz target (route parsing, naming, header filters, WebSocket
 	FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
 .PHONY: bench
-bench: build control-plane ## Run the benchmarks (about 19 minutes on 2 cores) and write docs/benchmarks.md.
+bench: build control-plane ## Run the benchmarks (about 40 minutes on 2 cores) and write docs/benchmarks.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench $(BENCH_FLAGS)
+
+.PHONY: bench-class
+bench-class: build control-plane ## Only the class-start scenario, under each client limit set (about 18 minutes); writes docs/benchmarks-class-start.md.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -out docs/benchmarks-class-start.md $(BENCH_FLAGS)
 
 .PHONY: bench-large
 bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.

@@ -24,12 +24,12 @@ const (
 	// it about three writes and a new environment five; its 16 workers can
 	// issue several hundred a second when a class arrives at once.
 	ControllerQPS   float32 = 200
-	ControllerBurst         = 400
+	ControllerBurst int     = 400
 	// GatewayQPS and GatewayBurst bound each gateway replica. Its writes
 	// are a wake or an auto-provisioned Userland per arriving user, and
 	// activity at most once a minute per environment.
 	GatewayQPS   float32 = 100
-	GatewayBurst         = 200
+	GatewayBurst int     = 200
 )
 
 // Apply sets cfg's client-side limit; a negative qps turns it off, which
