@@ -164,7 +164,9 @@ func (r *Reader) startFrame(size int) {
 	r.maskPos = 0
 	switch r.opcode {
 	case OpClose, OpPing, OpPong:
-		if !r.fin || length > 125 {
+		// At most 125 bytes, in the 7-bit length (RFC 6455 5.2 and 5.5):
+		// an extended length, even of a small payload, is malformed.
+		if !r.fin || h[1]&0x7f > 125 {
 			r.err = fmt.Errorf("%w: fragmented or long control frame", ErrProtocol)
 			return
 		}
