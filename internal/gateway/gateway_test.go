@@ -462,6 +462,24 @@ func cookieHeader(c *http.Client, u *url.URL) string {
 	return strings.Join(parts, "; ")
 }
 
+// stopAliceAsIdle moves the controller's clock past alice's idle timeout,
+// pokes her Userland so the controller looks, and waits for the stop.
+func stopAliceAsIdle(t *testing.T, f fixture, poke string) v1alpha1.Userland {
+	t.Helper()
+	clock.SetTime(clock.Now().Add(6 * time.Minute))
+	var ul v1alpha1.Userland
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.Annotations = map[string]string{"test/poke": poke}
+	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	return ul
+}
+
 func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 	// The controller runs on a fake clock; the gateway records activity on
 	// the same one, a second later than it reads.
@@ -472,17 +490,7 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 	signIn(t, alice, f.gateway.URL, "alice", "alice-pw")
 
 	// Idle: the controller's clock moves past the timeout.
-	clock.SetTime(clock.Now().Add(6 * time.Minute))
-	var ul v1alpha1.Userland
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(ul.DeepCopy())
-	ul.Annotations = map[string]string{"test/poke": "1"}
-	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
-		t.Fatal(err)
-	}
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	stopAliceAsIdle(t, f, "1")
 
 	// A page load is held while the environment starts, and here the
 	// start is quicker than the hold: the page is the environment itself,
@@ -499,16 +507,7 @@ func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
 
 	// Idle again soon after: the next request wakes it again rather than
 	// waiting on the wake before, which has finished.
-	clock.SetTime(clock.Now().Add(6 * time.Minute))
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
-		t.Fatal(err)
-	}
-	patch = client.MergeFrom(ul.DeepCopy())
-	ul.Annotations = map[string]string{"test/poke": "2"}
-	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
-		t.Fatal(err)
-	}
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	stopAliceAsIdle(t, f, "2")
 	// An XHR is held until Ready.
 	start = time.Now()
 	resp, body = get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/api", map[string]string{"Accept": "application/json"})
@@ -532,17 +531,7 @@ func TestSlowStartShowsTheProgressPage(t *testing.T) {
 	})
 	alice := browser(t)
 	signIn(t, alice, f.gateway.URL, "alice", "alice-pw")
-	clock.SetTime(clock.Now().Add(6 * time.Minute))
-	var ul v1alpha1.Userland
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(ul.DeepCopy())
-	ul.Annotations = map[string]string{"test/poke": "1"}
-	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
-		t.Fatal(err)
-	}
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	ul := stopAliceAsIdle(t, f, "1")
 
 	resp, body := get(t, alice, f.gateway.URL+"/u/"+f.ns+"/alice/", map[string]string{"Sec-Fetch-Mode": "navigate"})
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "<h1>Starting "+ul.Status.DisplayName+"…</h1>") ||
