@@ -62,6 +62,17 @@ const (
 	// ReasonIdle means the environment was stopped for inactivity
 	// (StoppedIdle).
 	ReasonIdle = string(StoppedIdle)
+	// ReasonQueued means the course's running limit holds the environment
+	// back (StoppedQueued).
+	ReasonQueued = string(StoppedQueued)
+	// ReasonBeforeTerm means the course's term has not started
+	// (StoppedBeforeTerm).
+	ReasonBeforeTerm = string(StoppedBeforeTerm)
+	// ReasonTermEnded means the course's term is over (StoppedTermEnded).
+	ReasonTermEnded = string(StoppedTermEnded)
+	// ReasonUnenrolled means the user left the course's roster
+	// (StoppedUnenrolled).
+	ReasonUnenrolled = string(StoppedUnenrolled)
 )
 
 // Container waiting reasons, defined by Kubernetes, that the Ready
@@ -102,4 +113,43 @@ const (
 	SuspendedByOwner = "owner"
 	// SuspendedByStaff is AnnotationSuspendedBy's value for a staff stop.
 	SuspendedByStaff = "staff"
+	// LabelCourse, on a Userland, names the Course (in the same namespace)
+	// it was made for: kubectl get ul -l userland.dev/course=<name>.
+	LabelCourse = "userland.dev/course"
+	// AnnotationEnrolledBy, on a course's Userland, says which roster
+	// entry admitted its user: "student-user", "student-group:<group>",
+	// "student-domain:<domain>", "staff-user" or "staff-group:<group>".
+	// A group's members cannot be listed, so the entry is how the
+	// controller tells later whether the user is still on the roster.
+	AnnotationEnrolledBy = "userland.dev/enrolled-by"
+)
+
+// Condition types reported on Courses, beside Ready.
+const (
+	// ConditionTemplatesResolved is True when every template of the course
+	// exists.
+	ConditionTemplatesResolved = "TemplatesResolved"
+	// ConditionSharedVolumesReady is True when every shared claim exists,
+	// is bound and can be mounted on many nodes at once.
+	ConditionSharedVolumesReady = "SharedVolumesReady"
+)
+
+// Reasons of the Course conditions.
+const (
+	// ReasonTemplatesFound means every template of the course exists.
+	ReasonTemplatesFound = "TemplatesFound"
+	// ReasonClaimsBound means every shared claim is bound and shareable.
+	ReasonClaimsBound = "ClaimsBound"
+	// ReasonClaimNotFound means a shared claim does not exist.
+	ReasonClaimNotFound = "ClaimNotFound"
+	// ReasonClaimNotBound means a shared claim is not bound to a volume.
+	ReasonClaimNotBound = "ClaimNotBound"
+	// ReasonClaimNotShareable means a shared claim is ReadWriteOnce (or
+	// ReadWriteOncePod): environments on other nodes cannot mount it.
+	ReasonClaimNotShareable = "ClaimNotShareable"
+	// ReasonSnapshotsPending means environments due for deletion wait for
+	// their volume snapshots to be ready.
+	ReasonSnapshotsPending = "SnapshotsPending"
+	// ReasonCourseReady means the course has all it needs.
+	ReasonCourseReady = "CourseReady"
 )

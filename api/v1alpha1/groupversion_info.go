@@ -28,6 +28,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Template{}, &TemplateList{},
 		&ClusterTemplate{}, &ClusterTemplateList{},
 		&Userland{}, &UserlandList{},
+		&Course{}, &CourseList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -70,7 +70,7 @@ const (
 )
 
 // StoppedReason says why an environment is stopped.
-// +kubebuilder:validation:Enum=Suspended;Idle
+// +kubebuilder:validation:Enum=Suspended;Idle;Queued;BeforeTerm;TermEnded;Unenrolled
 type StoppedReason string
 
 const (
@@ -79,6 +79,16 @@ const (
 	// StoppedIdle means the environment had no traffic for the template's
 	// idle timeout. The next request through the gateway wakes it.
 	StoppedIdle StoppedReason = "Idle"
+	// StoppedQueued means the environment was asked to start but its
+	// course's limits.maxRunning is reached; status.queuePosition is its
+	// place in line, and it starts when its turn comes.
+	StoppedQueued StoppedReason = "Queued"
+	// StoppedBeforeTerm means its course's term has not started.
+	StoppedBeforeTerm StoppedReason = "BeforeTerm"
+	// StoppedTermEnded means its course's term is over.
+	StoppedTermEnded StoppedReason = "TermEnded"
+	// StoppedUnenrolled means its user is no longer on its course's roster.
+	StoppedUnenrolled StoppedReason = "Unenrolled"
 )
 
 // ActivitySource says what kind of use the gateway last recorded.
@@ -142,6 +152,11 @@ type UserlandStatus struct {
 	// StoppedReason is Suspended or Idle while the phase is Stopped.
 	// +optional
 	StoppedReason StoppedReason `json:"stoppedReason,omitempty"`
+
+	// QueuePosition is the environment's place in its course's queue
+	// (1 is next) while it is stopped as Queued.
+	// +optional
+	QueuePosition int32 `json:"queuePosition,omitempty"`
 
 	// UpdatePending is true while a template change waits for the rollout
 	// policy to allow it.

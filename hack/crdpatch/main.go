@@ -10,7 +10,8 @@
 //   - A schema for a Userland's metadata.name (the one metadata field a CRD
 //     may constrain): it names a Service, so it must be a DNS-1035 label.
 //     Declared here, errors name the field "metadata.name"; a rule on the
-//     root object would report no field at all.
+//     root object would report no field at all. A Course's name is a label
+//     value on its Userlands, so it must be a DNS-1123 label.
 //
 // Usage: crdpatch DIR — rewrites every CRD in DIR in place; idempotent.
 package main
@@ -49,6 +50,16 @@ var patches = []patch{
 			"x-kubernetes-validations": []any{map[string]any{
 				"rule":    "self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
 				"message": "must start with a letter and contain only lower-case letters, digits and '-': it names the environment's Service",
+			}},
+		}},
+	}},
+	{kinds: []string{"Course"}, path: "metadata", set: map[string]any{
+		"properties": map[string]any{"name": map[string]any{
+			"type":      "string",
+			"maxLength": 63,
+			"x-kubernetes-validations": []any{map[string]any{
+				"rule":    "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
+				"message": "must be a DNS-1123 label: it is the value of its Userlands' userland.dev/course label",
 			}},
 		}},
 	}},

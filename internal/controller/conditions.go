@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,11 +44,29 @@ func readiness(s *reconcileState, err error) (metav1.ConditionStatus, string, st
 		return metav1.ConditionFalse, s.stalled.reason, s.stalled.message
 	case !s.running && s.stopReason == v1alpha1.StoppedIdle:
 		return metav1.ConditionFalse, v1alpha1.ReasonIdle, "stopped after no activity; the next request wakes it"
+	case !s.running && s.course != nil && s.stopReason != v1alpha1.StoppedSuspended:
+		return metav1.ConditionFalse, string(s.stopReason), courseStopMessage(s)
 	case !s.running:
 		return metav1.ConditionFalse, v1alpha1.ReasonSuspended, "suspended (spec.suspend is true)"
 	case s.health.Phase == v1alpha1.PhaseReady:
 		return metav1.ConditionTrue, s.health.Reason, s.health.Message
 	default:
 		return metav1.ConditionFalse, s.health.Reason, s.health.Message
+	}
+}
+
+// courseStopMessage says in plain words why a course keeps an environment
+// stopped.
+func courseStopMessage(s *reconcileState) string {
+	c := s.course
+	switch s.stopReason {
+	case v1alpha1.StoppedQueued:
+		return fmt.Sprintf("waiting for one of the %d places of course %s: number %d in line", *c.Spec.Limits.MaxRunning, c.Name, s.ul.Status.QueuePosition)
+	case v1alpha1.StoppedBeforeTerm:
+		return fmt.Sprintf("course %s starts at %s", c.Name, c.Spec.Term.Start.UTC().Format(time.RFC3339))
+	case v1alpha1.StoppedTermEnded:
+		return fmt.Sprintf("course %s ended at %s", c.Name, c.Spec.Term.End.UTC().Format(time.RFC3339))
+	default:
+		return fmt.Sprintf("%s is no longer on the roster of course %s", s.ul.Spec.User, c.Name)
 	}
 }

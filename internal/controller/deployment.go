@@ -45,6 +45,15 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		lastActivity = requested
 	}
 
+	if s.course != nil && startedAt == nil && idleStoppedAt == nil && lastActivity == nil {
+		// A course's environments are made ahead of use (a whole roster
+		// at once); each starts when its student first opens it, as if
+		// it had been stopped for idleness when it was made.
+		created := s.ul.CreationTimestamp.Time
+		idleStoppedAt = &created
+	}
+	s.ul.Status.QueuePosition = 0
+
 	var result ctrl.Result
 	next := map[string]string{}
 	switch {
@@ -81,6 +90,11 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 			s.stopReason = v1alpha1.StoppedIdle
 		}
 	}
+	requeue, err := r.applyCourse(ctx, s, next, wasRunning, idleStoppedAt, lastActivity)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	result = lowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
 	if s.running {
 		if wasRunning && startedAt != nil {
 			next[AnnotationStartedAt] = startedAt.UTC().Format(time.RFC3339)
@@ -89,7 +103,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		}
 	}
 
-	desiredPod := PodTemplate(s.ul, s.template.Spec, r.Routes)
+	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role)
 	pod, pending, requeue, err := r.choosePodTemplate(ctx, s, desiredPod, wasRunning, startedAt, lastActivity)
 	if err != nil {
 		return ctrl.Result{}, err

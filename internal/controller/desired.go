@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/naming"
 )
 
@@ -109,6 +110,12 @@ func ClaimName(ul *v1alpha1.Userland, volume string) string {
 // template's pod with the per-user volumes mounted, identity variables set,
 // the service-account token off unless asked for, and Userland's labels.
 func PodTemplate(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Routes) corev1.PodTemplateSpec {
+	return PodTemplateFor(ul, spec, routes, nil, course.None)
+}
+
+// PodTemplateFor is PodTemplate with what a course gives a member in role
+// (shared volumes, per-student caps); c may be nil.
+func PodTemplateFor(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Routes, c *v1alpha1.Course, role course.Role) corev1.PodTemplateSpec {
 	pod := *spec.PodTemplate.DeepCopy()
 	pod.Labels = mergeLabels(pod.Labels, childLabels(ul))
 	if pod.Spec.AutomountServiceAccountToken == nil {
@@ -140,6 +147,9 @@ func PodTemplate(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Rout
 				c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "userland-" + v.Name, MountPath: v.MountPath})
 			}
 		}
+	}
+	if c != nil {
+		course.ApplyToPod(&pod.Spec, c, role)
 	}
 	pod.Annotations = maps.Clone(pod.Annotations)
 	if pod.Annotations == nil {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -95,9 +96,16 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.Workers < 1 {
 		opts.Workers = 1
 	}
+	scheme := v1alpha1.NewScheme()
+	// Volume snapshots are read and made only when a course retires with
+	// a snapshot class, straight from the API server: clusters without
+	// the CSI snapshot CRDs are fine until then.
+	if err := snapshotv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("registering volume snapshots: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:           webhook.NewServer(opts.Webhooks),
-		Scheme:                  v1alpha1.NewScheme(),
+		Scheme:                  scheme,
 		Cache:                   CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
@@ -142,6 +150,13 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if err := (&TemplateStatusReconciler{Client: mgr.GetClient(), Kind: kind, Clock: opts.Clock}).SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up %s status controller: %w", kind, err)
 		}
+	}
+	courses := &CourseReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("userland-controller"), Clock: opts.Clock,
+	}
+	if err := courses.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up course controller: %w", err)
 	}
 	if opts.Webhooks != nil {
 		if err := webhook.Serve(mgr, opts.Webhooks, FieldOwner); err != nil {

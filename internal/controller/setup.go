@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -109,6 +110,9 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	if err := indexer.IndexField(ctx, &v1alpha1.Userland{}, IndexPendingTemplateKey, IndexPendingUserlandByTemplate); err != nil {
 		return fmt.Errorf("indexing pending userlands by template: %w", err)
 	}
+	if err := indexer.IndexField(ctx, &v1alpha1.Userland{}, IndexCourseKey, IndexUserlandByCourse); err != nil {
+		return fmt.Errorf("indexing userlands by course: %w", err)
+	}
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodUserlandKey, IndexPodByUserland); err != nil {
 		return fmt.Errorf("indexing pods by userland: %w", err)
 	}
@@ -131,6 +135,11 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A sibling becoming available frees Immediate rollout budget.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings)).
+		// One stopping frees a place in its course's queue.
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
+		Watches(&v1alpha1.Course{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+			return r.userlandsOfCourse(ctx, obj.GetNamespace(), obj.GetName(), false)
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -180,4 +189,22 @@ func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Obj
 		return nil
 	}
 	return r.requestsFor(ctx, templates.UserlandKey(&ul), true)
+}
+
+// scaledDown passes Deployments that stopped having a replica (or went),
+// the only Deployment events that free a place in a course's queue.
+var scaledDown = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return replicas(e.ObjectOld) > 0 && replicas(e.ObjectNew) == 0
+	},
+}
+
+func replicas(obj client.Object) int32 {
+	if dep, ok := obj.(*appsv1.Deployment); ok && dep.Spec.Replicas != nil {
+		return *dep.Spec.Replicas
+	}
+	return 0
 }

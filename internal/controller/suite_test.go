@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,7 +27,34 @@ import (
 var env *testenv.Environment
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.Full}, &env))
+	snapshots, err := testenv.SnapshotCRDDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	crds := []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"), snapshots}
+	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.Full, CRDDirectoryPaths: crds}, &env))
+}
+
+var (
+	snapOnce  sync.Once
+	snapshots client.Client
+	snapErr   error
+)
+
+// snapClient is an admin client that knows volume snapshots.
+func snapClient(t *testing.T) client.Client {
+	t.Helper()
+	snapOnce.Do(func() {
+		scheme := v1alpha1.NewScheme()
+		if snapErr = snapshotv1.AddToScheme(scheme); snapErr == nil {
+			snapshots, snapErr = client.New(env.Config, client.Options{Scheme: scheme})
+		}
+	})
+	if snapErr != nil {
+		t.Fatal(snapErr)
+	}
+	return snapshots
 }
 
 // offsetClock is the real clock shifted by an adjustable offset: tests move

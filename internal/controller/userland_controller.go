@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/templates"
 )
@@ -55,12 +56,14 @@ type UserlandReconciler struct {
 
 	inflight rolloutTracker
 	statuses statusMemo
+	queue    courseQueue
 }
 
 // +kubebuilder:rbac:groups=userland.dev,resources=userlands,verbs=get;list;watch
 // +kubebuilder:rbac:groups=userland.dev,resources=userlands/status,verbs=patch
 // +kubebuilder:rbac:groups=userland.dev,resources=templates;clustertemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=userland.dev,resources=templates/status;clustertemplates/status,verbs=patch
+// +kubebuilder:rbac:groups=userland.dev,resources=courses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
@@ -73,9 +76,13 @@ type UserlandReconciler struct {
 type reconcileState struct {
 	ul       *v1alpha1.Userland
 	template *templates.Resolved
-	dep      *appsv1.Deployment // from the cache; never mutated
-	pods     []corev1.Pod
-	now      time.Time
+	// course is the Course the Userland's label names, nil when none
+	// exists; role is its user's role in it.
+	course *v1alpha1.Course
+	role   course.Role
+	dep    *appsv1.Deployment // from the cache; never mutated
+	pods   []corev1.Pod
+	now    time.Time
 	// running is whether the environment should have a pod.
 	running bool
 	// stopReason is set when it should not.
@@ -122,6 +129,7 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 
 	phases := []func(context.Context, *reconcileState) (ctrl.Result, error){
 		r.resolveTemplate,
+		r.resolveCourse,
 		r.observe,
 		r.reconcileVolumes,
 		// The policy exists before any pod, so no pod is ever open to

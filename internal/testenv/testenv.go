@@ -13,9 +13,12 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/userland-dev/userland/internal/simcluster"
 )
@@ -69,4 +72,21 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// SnapshotModule is the Go module of the CSI volume snapshot API, which
+// ships its CustomResourceDefinitions beside its types.
+const SnapshotModule = "github.com/kubernetes-csi/external-snapshotter/client/v8"
+
+// SnapshotCRDDir is the directory of the volume snapshot CRDs in the
+// module cache, for tests of what Userland does with snapshots: the real
+// API definitions, at the version go.mod names.
+func SnapshotCRDDir() (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", SnapshotModule)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating %s: %w", SnapshotModule, err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd"), nil
 }

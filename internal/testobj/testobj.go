@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -141,5 +142,86 @@ func (w *UserlandWrapper) ClusterTemplate() *UserlandWrapper {
 // Suspend sets spec.suspend.
 func (w *UserlandWrapper) Suspend() *UserlandWrapper {
 	w.u.Spec.Suspend = true
+	return w
+}
+
+// CourseWrapper builds a Course.
+type CourseWrapper struct{ c v1alpha1.Course }
+
+// MakeCourse is a Course whose term runs from a day ago to 90 days ahead,
+// with no students, staff or templates yet.
+func MakeCourse(namespace, name string) *CourseWrapper {
+	now := time.Now().Truncate(time.Second)
+	return &CourseWrapper{c: v1alpha1.Course{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.CourseSpec{Term: v1alpha1.CourseTerm{
+			Start: metav1.NewTime(now.Add(-24 * time.Hour)), End: metav1.NewTime(now.Add(90 * 24 * time.Hour)),
+		}},
+	}}
+}
+
+// Obj returns the Course.
+func (w *CourseWrapper) Obj() *v1alpha1.Course { return w.c.DeepCopy() }
+
+// Term sets the term.
+func (w *CourseWrapper) Term(start, end time.Time) *CourseWrapper {
+	w.c.Spec.Term = v1alpha1.CourseTerm{Start: metav1.NewTime(start), End: metav1.NewTime(end)}
+	return w
+}
+
+// Students adds listed students.
+func (w *CourseWrapper) Students(users ...string) *CourseWrapper {
+	w.c.Spec.Students.Users = append(w.c.Spec.Students.Users, users...)
+	return w
+}
+
+// StudentGroups adds groups of students.
+func (w *CourseWrapper) StudentGroups(groups ...string) *CourseWrapper {
+	w.c.Spec.Students.Groups = append(w.c.Spec.Students.Groups, groups...)
+	return w
+}
+
+// Staff adds listed staff.
+func (w *CourseWrapper) Staff(users ...string) *CourseWrapper {
+	w.c.Spec.Staff.Users = append(w.c.Spec.Staff.Users, users...)
+	return w
+}
+
+// StaffGroups adds groups of staff.
+func (w *CourseWrapper) StaffGroups(groups ...string) *CourseWrapper {
+	w.c.Spec.Staff.Groups = append(w.c.Spec.Staff.Groups, groups...)
+	return w
+}
+
+// Template adds a Template of the course's namespace, provisioned per mode.
+func (w *CourseWrapper) Template(name string, mode v1alpha1.ProvisionMode) *CourseWrapper {
+	w.c.Spec.Templates = append(w.c.Spec.Templates, v1alpha1.CourseTemplate{Kind: v1alpha1.TemplateKindTemplate, Name: name, Provision: mode})
+	return w
+}
+
+// SharedVolume mounts claim at mountPath.
+func (w *CourseWrapper) SharedVolume(name, claim, mountPath string) *CourseWrapper {
+	w.c.Spec.SharedVolumes = append(w.c.Spec.SharedVolumes, v1alpha1.SharedVolume{Name: name, ClaimName: claim, MountPath: mountPath})
+	return w
+}
+
+// MaxRunning sets limits.maxRunning.
+func (w *CourseWrapper) MaxRunning(n int32) *CourseWrapper {
+	w.c.Spec.Limits.MaxRunning = &n
+	return w
+}
+
+// PerStudent caps each student's pod.
+func (w *CourseWrapper) PerStudent(cpu, memory string) *CourseWrapper {
+	w.c.Spec.Limits.PerStudent = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+	return w
+}
+
+// Retention sets lifecycle.retention, and the snapshot class when given.
+func (w *CourseWrapper) Retention(d time.Duration, snapshotClass string) *CourseWrapper {
+	w.c.Spec.Lifecycle.Retention = &metav1.Duration{Duration: d}
+	if snapshotClass != "" {
+		w.c.Spec.Lifecycle.VolumeSnapshotClassName = &snapshotClass
+	}
 	return w
 }

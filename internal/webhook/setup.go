@@ -20,5 +20,8 @@ func Setup(mgr ctrl.Manager, ps *PodSecurity) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Userland{}).WithValidator(&UserlandValidator{Reader: mgr.GetAPIReader()}).Complete(); err != nil {
 		return fmt.Errorf("registering userland webhook: %w", err)
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Course{}).WithValidator(&CourseValidator{Reader: mgr.GetAPIReader()}).Complete(); err != nil {
+		return fmt.Errorf("registering course webhook: %w", err)
+	}
 	return nil
 }

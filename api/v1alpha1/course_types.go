@@ -1,0 +1,271 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CourseSpec is one class: who studies, who teaches, what they get, for
+// which term and within which limits.
+type CourseSpec struct {
+	// DisplayName is what people call the course, e.g. "Databases 2026".
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	DisplayName string `json:"displayName,omitempty"`
+
+	// Term is when students may use their environments.
+	Term CourseTerm `json:"term"`
+
+	// Students are who is enrolled: listed users, members of
+	// identity-provider groups and holders of e-mail addresses in the
+	// domains. Listed users get up-front templates at once; the others
+	// when they first sign in, since nobody can list a group's members
+	// ahead of time.
+	// +optional
+	Students AutoProvisionSpec `json:"students,omitzero"`
+
+	// Staff are the instructors and assistants: they reach every student
+	// environment of the course, see the course page, mount shared volumes
+	// read-write, and are exempt from the term and the running limit.
+	// +optional
+	Staff CourseStaff `json:"staff,omitzero"`
+
+	// Templates are what each student gets.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=kind
+	// +listMapKey=name
+	Templates []CourseTemplate `json:"templates"`
+
+	// SharedVolumes are course material: existing claims in the course's
+	// namespace mounted read-only into students' environments and
+	// read-write into staff's. Every environment of the course mounts
+	// them, on every node, so the claim must be ReadWriteMany or
+	// ReadOnlyMany; the SharedVolumesReady condition says when it is not.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.mountPath == a.mountPath))",message="mountPath must be unique across shared volumes"
+	// +optional
+	SharedVolumes []SharedVolume `json:"sharedVolumes,omitempty"`
+
+	// Limits bound what the course's students use.
+	// +optional
+	Limits CourseLimits `json:"limits,omitzero"`
+
+	// Lifecycle says what happens after the term.
+	// +optional
+	Lifecycle CourseLifecycle `json:"lifecycle,omitzero"`
+}
+
+// CourseTerm is the teaching period. Before start students cannot start
+// their environments; at end they are stopped.
+// +kubebuilder:validation:XValidation:rule="self.end > self.start",message="must be after term.start",fieldPath=".end"
+type CourseTerm struct {
+	// Start is when students may first start environments (RFC 3339,
+	// e.g. 2026-09-01T00:00:00Z).
+	// +kubebuilder:validation:Format=date-time
+	Start metav1.Time `json:"start"`
+	// End is when every student environment is stopped.
+	// +kubebuilder:validation:Format=date-time
+	End metav1.Time `json:"end"`
+}
+
+// CourseStaff are a course's instructors and teaching assistants.
+type CourseStaff struct {
+	// Users are identities as the gateway sees them.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=set
+	// +optional
+	Users []string `json:"users,omitempty"`
+
+	// Groups are identity-provider groups whose members are staff.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=set
+	// +optional
+	Groups []string `json:"groups,omitempty"`
+}
+
+// ProvisionMode says when a course's students get an environment.
+// +kubebuilder:validation:Enum=UpFront;OnSignIn
+type ProvisionMode string
+
+const (
+	// ProvisionUpFront creates the environment (stopped, with its volumes)
+	// for every listed student as soon as they are on the roster.
+	ProvisionUpFront ProvisionMode = "UpFront"
+	// ProvisionOnSignIn creates it when the student first signs in.
+	ProvisionOnSignIn ProvisionMode = "OnSignIn"
+)
+
+// CourseTemplate is one template the course's students get.
+type CourseTemplate struct {
+	// Kind is Template (in the course's namespace) or ClusterTemplate.
+	// +kubebuilder:default=Template
+	// +optional
+	Kind TemplateKind `json:"kind,omitempty"`
+
+	// Name of the Template or ClusterTemplate.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Subdomain().validate(self).hasValue()",message="must be a DNS subdomain: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+	Name string `json:"name"`
+
+	// Provision is UpFront or OnSignIn (the default).
+	// +kubebuilder:default=OnSignIn
+	// +optional
+	Provision ProvisionMode `json:"provision,omitempty"`
+}
+
+// SharedVolume mounts an existing claim into every environment of the
+// course.
+type SharedVolume struct {
+	// Name names the volume in the pod (course-<name>).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=50
+	// +kubebuilder:validation:XValidation:rule="!format.dns1123Label().validate(self).hasValue()",message="must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit"
+	Name string `json:"name"`
+
+	// ClaimName is a PersistentVolumeClaim in the course's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName"`
+
+	// MountPath is the absolute path it is mounted at in every container.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="must be an absolute path"
+	MountPath string `json:"mountPath"`
+}
+
+// CourseLimits bound a course's use of the cluster.
+type CourseLimits struct {
+	// MaxRunning is the most student environments of the course running
+	// at once. Those started beyond it wait, with their place in the
+	// queue on the progress page, and start as others stop.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxRunning *int32 `json:"maxRunning,omitempty"`
+
+	// PerStudent caps each student environment's pod as a whole (cpu,
+	// memory): it becomes the pod's resource limit, and no container may
+	// ask for more.
+	// +kubebuilder:validation:MaxProperties=2
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="only cpu and memory can be capped"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, quantity(self[k]).isGreaterThan(quantity('0')))",message="caps must be positive"
+	// +optional
+	PerStudent corev1.ResourceList `json:"perStudent,omitempty"`
+}
+
+// CourseLifecycle says what happens to students' environments after the
+// term.
+type CourseLifecycle struct {
+	// Retention is how long after term.end students' Userlands are kept
+	// (stopped) before they are deleted; their claims are then kept or
+	// deleted by each template volume's reclaimPolicy. Unset: kept until
+	// someone deletes them.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="must be a duration such as 720h"
+	// +optional
+	Retention *metav1.Duration `json:"retention,omitempty"`
+
+	// VolumeSnapshotClassName, when set, has a VolumeSnapshot of every
+	// claim of a student environment taken, and ready, before the
+	// environment is deleted.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	VolumeSnapshotClassName *string `json:"volumeSnapshotClassName,omitempty"`
+}
+
+// CoursePhase is where a course is in its term.
+// +kubebuilder:validation:Enum=Upcoming;InTerm;Ended;Retired
+type CoursePhase string
+
+const (
+	// CourseUpcoming is before term.start.
+	CourseUpcoming CoursePhase = "Upcoming"
+	// CourseInTerm is between term.start and term.end.
+	CourseInTerm CoursePhase = "InTerm"
+	// CourseEnded is after term.end, within the retention.
+	CourseEnded CoursePhase = "Ended"
+	// CourseRetired is after the retention: students' environments are
+	// deleted.
+	CourseRetired CoursePhase = "Retired"
+)
+
+// CourseStatus reports on a course's students.
+type CourseStatus struct {
+	// ObservedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase is Upcoming, InTerm, Ended or Retired.
+	// +optional
+	Phase CoursePhase `json:"phase,omitempty"`
+
+	// Conditions are Ready, TemplatesResolved and SharedVolumesReady.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Enrolled counts students: those listed, and those who signed in
+	// through a group or e-mail domain of the course.
+	// +optional
+	Enrolled int32 `json:"enrolled"`
+
+	// Provisioned counts students with every template of the course.
+	// +optional
+	Provisioned int32 `json:"provisioned"`
+
+	// Running counts student environments that are running or starting.
+	// +optional
+	Running int32 `json:"running"`
+
+	// Ready counts student environments that are serving.
+	// +optional
+	Ready int32 `json:"ready"`
+
+	// Queued counts student environments waiting for limits.maxRunning.
+	// +optional
+	Queued int32 `json:"queued"`
+}
+
+// Course is one class: a roster of students and staff, the templates they
+// get, shared course material, the term and its limits. Userlands made for
+// it carry the label userland.dev/course=<name>.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=crs,categories=userland-all
+// +kubebuilder:printcolumn:name="Display",type=string,JSONPath=`.spec.displayName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Enrolled",type=integer,JSONPath=`.status.enrolled`
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queued`,priority=1
+// +kubebuilder:printcolumn:name="Start",type=date,JSONPath=`.spec.term.start`,priority=1
+// +kubebuilder:printcolumn:name="End",type=date,JSONPath=`.spec.term.end`
+type Course struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the roster, templates, term and limits.
+	Spec CourseSpec `json:"spec"`
+	// Status is observed state.
+	// +optional
+	Status CourseStatus `json:"status,omitzero"`
+}
+
+// CourseList is a list of Courses.
+// +kubebuilder:object:root=true
+type CourseList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the Courses.
+	Items []Course `json:"items"`
+}

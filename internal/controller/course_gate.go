@@ -1,0 +1,240 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
+)
+
+// IndexCourseKey indexes cached Userlands by "<namespace>/<course>", the
+// course their label names.
+const IndexCourseKey = "userland.dev/course"
+
+// IndexUserlandByCourse is the indexer function for IndexCourseKey.
+func IndexUserlandByCourse(obj client.Object) []string {
+	name := obj.GetLabels()[v1alpha1.LabelCourse]
+	if name == "" {
+		return nil
+	}
+	return []string{obj.GetNamespace() + "/" + name}
+}
+
+// resolveCourse reads the Course a Userland's label names, from the cache.
+// A label naming no Course leaves the Userland a plain one: deleting a
+// course must not stop or delete anybody's work.
+func (r *UserlandReconciler) resolveCourse(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	name := s.ul.Labels[v1alpha1.LabelCourse]
+	if name == "" {
+		return ctrl.Result{}, nil
+	}
+	var c v1alpha1.Course
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.ul.Namespace, Name: name}, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting course %s/%s: %w", s.ul.Namespace, name, err)
+	}
+	s.course = &c
+	s.role = course.RoleOf(&c, s.ul)
+	return ctrl.Result{}, nil
+}
+
+// applyCourse stops an environment the idle rules would run when its
+// course says it may not run now. It stays stopped as if for idleness, so
+// once the course allows it again it starts when its user next asks.
+func (r *UserlandReconciler) applyCourse(ctx context.Context, s *reconcileState, next map[string]string,
+	wasRunning bool, idleStoppedAt, lastActivity *time.Time) (time.Duration, error) {
+	wantSince := s.ul.CreationTimestamp.Time
+	if lastActivity != nil {
+		wantSince = *lastActivity
+	}
+	if s.course == nil || s.ul.Spec.Suspend {
+		return 0, nil
+	}
+	if !s.running {
+		// Stopped anyway (idle, never opened): the course's reason, when
+		// it has one, is what the user must be told.
+		if why := course.StudentStop(s.course, s.role, s.now); why != "" {
+			s.stopReason = why
+		}
+		return course.NextChange(s.course, s.now), nil
+	}
+	why, requeue, err := r.courseStop(ctx, s, wasRunning, wantSince)
+	if err != nil || why == "" {
+		return requeue, err
+	}
+	s.running, s.stopReason = false, why
+	s.ul.Status.IdleStopTime = nil
+	stoppedAt := s.now
+	if idleStoppedAt != nil && !wasRunning {
+		stoppedAt = *idleStoppedAt
+	}
+	next[AnnotationIdleStoppedAt] = stoppedAt.UTC().Format(time.RFC3339)
+	return requeue, nil
+}
+
+// courseStop applies the course's rules to an environment the idle rules
+// would run: the term and the roster, then the running limit. It returns
+// why it may not run (empty: it may) and the time of the next term change
+// to requeue at.
+func (r *UserlandReconciler) courseStop(ctx context.Context, s *reconcileState, wasRunning bool, wantSince time.Time) (v1alpha1.StoppedReason, time.Duration, error) {
+	if s.course == nil {
+		return "", 0, nil
+	}
+	requeue := course.NextChange(s.course, s.now)
+	if why := course.StudentStop(s.course, s.role, s.now); why != "" {
+		return why, requeue, nil
+	}
+	max := s.course.Spec.Limits.MaxRunning
+	if s.role != course.Student || max == nil || wasRunning {
+		// Running environments are never stopped for the limit: it
+		// bounds starts, not work in progress.
+		return "", requeue, nil
+	}
+	position, err := r.admit(ctx, s, int(*max), wantSince)
+	if err != nil {
+		return "", 0, err
+	}
+	s.ul.Status.QueuePosition = int32(position)
+	if position > 0 {
+		return v1alpha1.StoppedQueued, requeue, nil
+	}
+	return "", requeue, nil
+}
+
+// admit decides, for one course at a time, whether s may start within
+// maxRunning. Running students are those whose Deployment (in the cache)
+// has a replica, plus those admitted here that the cache may not show
+// yet. The waiting ones queue by when they asked (their last activity),
+// then by name. It returns 0 when admitted, else the place in the queue.
+func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRunning int, wantSince time.Time) (int, error) {
+	key := s.ul.Namespace + "/" + s.course.Name
+	r.queue.mu.Lock()
+	defer r.queue.mu.Unlock()
+	var list v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCourseKey: key}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("listing userlands of course %s: %w", key, err)
+	}
+	self := client.ObjectKeyFromObject(s.ul)
+	type waiter struct {
+		name  string
+		since time.Time
+	}
+	waiting := []waiter{{self.Name, wantSince}}
+	running := 0
+	for i := range list.Items {
+		ul := &list.Items[i]
+		k := client.ObjectKeyFromObject(ul)
+		if k == self || course.RoleOf(s.course, ul) != course.Student {
+			continue
+		}
+		var dep appsv1.Deployment
+		err := r.Client.Get(ctx, k, &dep)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, fmt.Errorf("getting deployment %s: %w", k, err)
+		}
+		switch {
+		case err == nil && dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0:
+			// The cache shows the start: no need to remember it.
+			r.queue.forget(k)
+			running++
+		case r.queue.recentlyAdmitted(k, s.now):
+			running++
+		case ul.Status.StoppedReason == v1alpha1.StoppedQueued:
+			since := ul.CreationTimestamp.Time
+			if t := ul.Status.LastActivityTime; t != nil {
+				since = t.Time
+			}
+			waiting = append(waiting, waiter{ul.Name, since})
+		}
+	}
+	slices.SortFunc(waiting, func(a, b waiter) int {
+		return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.name, b.name))
+	})
+	place := slices.IndexFunc(waiting, func(w waiter) bool { return w.name == self.Name })
+	free := maxRunning - running
+	if place < free {
+		r.queue.admitted(self, s.now)
+		return 0, nil
+	}
+	return place - max(free, 0) + 1, nil
+}
+
+// courseQueue serialises admission decisions and remembers recent ones,
+// so two workers never both take the last place, and a start the cache
+// does not show yet still counts.
+type courseQueue struct {
+	mu     sync.Mutex
+	recent map[types.NamespacedName]time.Time
+}
+
+// admissionMemory is how long an admission counts as running without the
+// cache showing it: far longer than the cache lags, far shorter than a
+// start.
+const admissionMemory = 30 * time.Second
+
+func (q *courseQueue) admitted(k types.NamespacedName, now time.Time) {
+	if q.recent == nil {
+		q.recent = map[types.NamespacedName]time.Time{}
+	}
+	for other, at := range q.recent {
+		if now.Sub(at) > admissionMemory {
+			delete(q.recent, other)
+		}
+	}
+	q.recent[k] = now
+}
+
+func (q *courseQueue) forget(k types.NamespacedName) { delete(q.recent, k) }
+
+func (q *courseQueue) recentlyAdmitted(k types.NamespacedName, now time.Time) bool {
+	at, ok := q.recent[k]
+	return ok && now.Sub(at) <= admissionMemory
+}
+
+// queuedOfCourse maps a course Userland's Deployment to the Userlands of
+// the same course waiting in its queue: one stopping frees a place.
+func (r *UserlandReconciler) queuedOfCourse(ctx context.Context, obj client.Object) []ctrl.Request {
+	name := obj.GetLabels()[v1alpha1.LabelUserland]
+	if name == "" {
+		return nil
+	}
+	var ul v1alpha1.Userland
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, &ul); err != nil {
+		return nil
+	}
+	c := ul.Labels[v1alpha1.LabelCourse]
+	if c == "" {
+		return nil
+	}
+	return r.userlandsOfCourse(ctx, ul.Namespace, c, true)
+}
+
+// userlandsOfCourse lists the requests for a course's Userlands, or only
+// its queued ones.
+func (r *UserlandReconciler) userlandsOfCourse(ctx context.Context, namespace, name string, onlyQueued bool) []ctrl.Request {
+	var list v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCourseKey: namespace + "/" + name}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing userlands of course", "course", name)
+		return nil
+	}
+	var reqs []ctrl.Request
+	for i := range list.Items {
+		if !onlyQueued || list.Items[i].Status.StoppedReason == v1alpha1.StoppedQueued {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}

@@ -1,0 +1,261 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/userlands"
+)
+
+// claimRecheck is how often a shared claim that is not usable yet is
+// looked at again: claims are not watched, since the cache holds only
+// Userland's own.
+const claimRecheck = 30 * time.Second
+
+// checkSharedVolumes finds the first shared claim that every environment
+// of the course could not mount: missing, unbound, or limited to one
+// node. Environments mount it regardless; the condition says why theirs
+// may not start.
+func (r *CourseReconciler) checkSharedVolumes(ctx context.Context, s *courseState) (ctrl.Result, error) {
+	for _, v := range s.c.Spec.SharedVolumes {
+		var pvc corev1.PersistentVolumeClaim
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.c.Namespace, Name: v.ClaimName}, &pvc)
+		switch {
+		case apierrors.IsNotFound(err):
+			s.volumeProblem = &finding{v1alpha1.ReasonClaimNotFound,
+				fmt.Sprintf("shared volume %s: claim %q does not exist; environments wait for it", v.Name, v.ClaimName)}
+		case err != nil:
+			return ctrl.Result{}, fmt.Errorf("getting shared claim %s/%s: %w", s.c.Namespace, v.ClaimName, err)
+		case pvc.Status.Phase != corev1.ClaimBound:
+			s.volumeProblem = &finding{v1alpha1.ReasonClaimNotBound,
+				fmt.Sprintf("shared volume %s: claim %q is not bound to a volume yet; environments wait for it", v.Name, v.ClaimName)}
+		case !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) && !slices.Contains(pvc.Spec.AccessModes, corev1.ReadOnlyMany):
+			s.volumeProblem = &finding{v1alpha1.ReasonClaimNotShareable,
+				fmt.Sprintf("shared volume %s: claim %q is %v, so only environments on one node can mount it; use a ReadWriteMany or ReadOnlyMany claim", v.Name, v.ClaimName, pvc.Spec.AccessModes)}
+		default:
+			continue
+		}
+		return ctrl.Result{RequeueAfter: claimRecheck}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// provisionRoster creates the up-front environments of every listed
+// student and staff member that are missing, until the term ends. A
+// user's existing environment from the template (from before the course,
+// say) is adopted: labelled, never duplicated.
+func (r *CourseReconciler) provisionRoster(ctx context.Context, s *courseState) (ctrl.Result, error) {
+	if !s.now.Before(s.c.Spec.Term.End.Time) {
+		return ctrl.Result{}, nil
+	}
+	var upFront []v1alpha1.TemplateReference
+	for _, t := range s.c.Spec.Templates {
+		if t.Provision == v1alpha1.ProvisionUpFront && !slices.Contains(s.missing, fmt.Sprintf("%s %q", course.Ref(t).Kind, t.Name)) {
+			upFront = append(upFront, course.Ref(t))
+		}
+	}
+	if len(upFront) == 0 {
+		return ctrl.Result{}, nil
+	}
+	idx, err := userlands.NewIndex(ctx, r.Client, s.c.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	members := map[string]string{}
+	for _, u := range s.c.Spec.Students.Users {
+		members[u] = course.BasisStudentUser
+	}
+	for _, u := range s.c.Spec.Staff.Users {
+		members[u] = course.BasisStaffUser
+	}
+	for _, user := range slices.Sorted(maps.Keys(members)) {
+		for _, ref := range upFront {
+			if err := r.ensureUserland(ctx, s, idx, user, members[user], ref); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *CourseReconciler) ensureUserland(ctx context.Context, s *courseState, idx *userlands.Index, user, basis string, ref v1alpha1.TemplateReference) error {
+	if existing := idx.Find(user, ref); existing != nil {
+		if existing.Labels[v1alpha1.LabelCourse] != "" {
+			return nil // this course's, or another's: one environment per user and template
+		}
+		adopted := existing.DeepCopy()
+		if adopted.Labels == nil {
+			adopted.Labels = map[string]string{}
+		}
+		if adopted.Annotations == nil {
+			adopted.Annotations = map[string]string{}
+		}
+		adopted.Labels[v1alpha1.LabelCourse] = s.c.Name
+		adopted.Annotations[v1alpha1.AnnotationEnrolledBy] = basis
+		if err := r.Client.Patch(ctx, adopted, client.MergeFrom(existing), client.FieldOwner(FieldOwner)); err != nil {
+			return fmt.Errorf("adopting userland %s/%s into course %s: %w", existing.Namespace, existing.Name, s.c.Name, err)
+		}
+		idx.Add(adopted)
+		return nil
+	}
+	ul := &v1alpha1.Userland{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   s.c.Namespace,
+			Labels:      map[string]string{v1alpha1.LabelCourse: s.c.Name},
+			Annotations: map[string]string{v1alpha1.AnnotationEnrolledBy: basis},
+		},
+		Spec: v1alpha1.UserlandSpec{User: user, TemplateRef: ref},
+	}
+	_, _, err := idx.Create(ctx, r.Client, r.Client, ul, client.FieldOwner(FieldOwner))
+	return err
+}
+
+// retire deletes the students' environments once the retention after the
+// term has passed, each after a ready snapshot of every claim when the
+// course names a snapshot class. Staff's environments stay.
+func (r *CourseReconciler) retire(ctx context.Context, s *courseState) (ctrl.Result, error) {
+	if course.PhaseAt(s.c, s.now) != v1alpha1.CourseRetired {
+		return ctrl.Result{}, nil
+	}
+	class := s.c.Spec.Lifecycle.VolumeSnapshotClassName
+	pending := 0
+	for i := range s.userlands {
+		ul := &s.userlands[i]
+		if course.RoleOf(s.c, ul) == course.Staff || !ul.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if class != nil {
+			ready, err := r.snapshotClaims(ctx, s, ul, *class)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if !ready {
+				pending++
+				continue
+			}
+		}
+		if err := r.Client.Delete(ctx, ul, client.Preconditions{UID: &ul.UID}); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting userland %s/%s after the term: %w", ul.Namespace, ul.Name, err)
+		}
+		r.Recorder.Eventf(s.c, ul, corev1.EventTypeNormal, "Retired", "Delete", "deleted %s's environment %s after the term's retention", ul.Spec.User, ul.Name)
+	}
+	if pending > 0 {
+		s.waiting = fmt.Sprintf("%d environments wait for their volume snapshots to be ready before they are deleted", pending)
+		return ctrl.Result{RequeueAfter: claimRecheck}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// snapshotClaims makes sure every claim of ul has a VolumeSnapshot of the
+// course's class, and reports whether all are ready to use.
+func (r *CourseReconciler) snapshotClaims(ctx context.Context, s *courseState, ul *v1alpha1.Userland, class string) (bool, error) {
+	var claims corev1.PersistentVolumeClaimList
+	if err := r.Client.List(ctx, &claims, client.InNamespace(ul.Namespace), client.MatchingLabels{v1alpha1.LabelUserland: ul.Name}); err != nil {
+		return false, fmt.Errorf("listing claims of %s/%s: %w", ul.Namespace, ul.Name, err)
+	}
+	ready := true
+	for _, pvc := range claims.Items {
+		name := SnapshotName(pvc.Name)
+		var snap snapshotv1.VolumeSnapshot
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: pvc.Namespace, Name: name}, &snap)
+		switch {
+		case apierrors.IsNotFound(err):
+			snap = snapshotv1.VolumeSnapshot{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: name, Namespace: pvc.Namespace,
+					Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelCourse: s.c.Name, LabelUser: UserHash(ul.Spec.User)},
+				},
+				Spec: snapshotv1.VolumeSnapshotSpec{
+					Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pvc.Name)},
+					VolumeSnapshotClassName: ptr.To(class),
+				},
+			}
+			if err := r.Client.Create(ctx, &snap, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, fmt.Errorf("creating snapshot %s/%s of claim %s: %w", pvc.Namespace, name, pvc.Name, err)
+			}
+			ready = false
+		case meta.IsNoMatchError(err):
+			return false, fmt.Errorf("volume snapshots are not available in this cluster (install the CSI snapshot CRDs and controller, or remove lifecycle.volumeSnapshotClassName): %w", err)
+		case err != nil:
+			return false, fmt.Errorf("getting snapshot %s/%s: %w", pvc.Namespace, name, err)
+		default:
+			ready = ready && snap.Status != nil && ptr.Deref(snap.Status.ReadyToUse, false)
+		}
+	}
+	return ready, nil
+}
+
+// SnapshotName names the snapshot taken of a claim at the end of a
+// course.
+func SnapshotName(claim string) string {
+	const suffix = "-final"
+	if len(claim) > 253-len(suffix) {
+		claim = claim[:253-len(suffix)]
+	}
+	return claim + suffix
+}
+
+// countStudents recounts the status: students, not environments.
+func (r *CourseReconciler) countStudents(_ context.Context, s *courseState) (ctrl.Result, error) {
+	type student struct {
+		templates              int
+		running, ready, queued bool
+	}
+	students := map[string]*student{}
+	for _, u := range s.c.Spec.Students.Users {
+		if !slices.Contains(s.c.Spec.Staff.Users, u) {
+			students[u] = &student{}
+		}
+	}
+	for i := range s.userlands {
+		ul := &s.userlands[i]
+		if course.RoleOf(s.c, ul) != course.Student || course.Find(s.c, ul.Spec.TemplateRef) == nil {
+			continue
+		}
+		st := students[ul.Spec.User]
+		if st == nil {
+			st = &student{}
+			students[ul.Spec.User] = st
+		}
+		st.templates++
+		switch ul.Status.Phase {
+		case v1alpha1.PhaseReady:
+			st.running, st.ready = true, true
+		case v1alpha1.PhaseStarting:
+			st.running = true
+		}
+		st.queued = st.queued || ul.Status.StoppedReason == v1alpha1.StoppedQueued
+	}
+	next := &s.c.Status
+	next.Enrolled, next.Provisioned, next.Running, next.Ready, next.Queued = int32(len(students)), 0, 0, 0, 0
+	for _, st := range students {
+		if st.templates >= len(s.c.Spec.Templates) {
+			next.Provisioned++
+		}
+		if st.running {
+			next.Running++
+		}
+		if st.ready {
+			next.Ready++
+		}
+		if st.queued {
+			next.Queued++
+		}
+	}
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,114 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
+)
+
+// ValidateCourseSpec checks what the schema cannot say about a course on
+// its own: nobody is both student and staff by name, and the term is in
+// order (the schema says so too; a direct caller of this function, such
+// as the plugin's import, gets the same answer).
+func ValidateCourseSpec(spec *v1alpha1.CourseSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !spec.Term.End.After(spec.Term.Start.Time) {
+		errs = append(errs, field.Invalid(fldPath.Child("term", "end"), spec.Term.End, "must be after term.start"))
+	}
+	for i, u := range spec.Staff.Users {
+		if slices.Contains(spec.Students.Users, u) {
+			errs = append(errs, field.Duplicate(fldPath.Child("staff", "users").Index(i), u))
+		}
+	}
+	return errs
+}
+
+// +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-course,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=courses,verbs=create;update,versions=v1alpha1,name=courses.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
+// CourseValidator checks a Course against the templates it names: unlike a
+// single Userland, a course names its templates for hundreds of students,
+// so a missing one is refused rather than warned about.
+type CourseValidator struct {
+	// Reader reads templates and namespaces straight from the API server.
+	Reader client.Reader
+}
+
+// ValidateCreate checks a new Course.
+func (v *CourseValidator) ValidateCreate(ctx context.Context, c *v1alpha1.Course) (admission.Warnings, error) {
+	spec := field.NewPath("spec")
+	errs := ValidateCourseSpec(&c.Spec, spec)
+	for i, t := range c.Spec.Templates {
+		path := spec.Child("templates").Index(i).Child("name")
+		msg, err := v.templateProblem(ctx, c.Namespace, course.Ref(t))
+		if err != nil {
+			return nil, err
+		}
+		if msg != "" {
+			errs = append(errs, field.Invalid(path, t.Name, msg))
+		}
+	}
+	return nil, invalid("Course", c.Name, errs)
+}
+
+// templateProblem says why ref cannot serve a course in namespace, or "".
+func (v *CourseValidator) templateProblem(ctx context.Context, namespace string, ref v1alpha1.TemplateReference) (string, error) {
+	if ref.Kind != v1alpha1.TemplateKindClusterTemplate {
+		err := v.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &v1alpha1.Template{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("no Template %q exists in namespace %s", ref.Name, namespace), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("getting template %s/%s: %w", namespace, ref.Name, err)
+		}
+		return "", nil
+	}
+	var ct v1alpha1.ClusterTemplate
+	if err := v.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("no ClusterTemplate %q exists", ref.Name), nil
+		}
+		return "", fmt.Errorf("getting clustertemplate %s: %w", ref.Name, err)
+	}
+	if ct.Spec.AllowedNamespaces == nil {
+		return "", nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(ct.Spec.AllowedNamespaces)
+	if err != nil {
+		return "", fmt.Errorf("clustertemplate %s has an invalid allowedNamespaces: %w", ct.Name, err)
+	}
+	var ns corev1.Namespace
+	if err := v.Reader.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
+		return "", fmt.Errorf("getting namespace %s: %w", namespace, err)
+	}
+	if !selector.Matches(labels.Set(ns.Labels)) {
+		return fmt.Sprintf("ClusterTemplate %q does not allow namespace %q", ct.Name, namespace), nil
+	}
+	return "", nil
+}
+
+// ValidateUpdate checks a changed Course. Templates are looked up again
+// only when the list changed: a template deleted since is the status's
+// to report, and must not block a roster change.
+func (v *CourseValidator) ValidateUpdate(ctx context.Context, old, c *v1alpha1.Course) (admission.Warnings, error) {
+	if slices.Equal(old.Spec.Templates, c.Spec.Templates) {
+		return nil, invalid("Course", c.Name, ValidateCourseSpec(&c.Spec, field.NewPath("spec")))
+	}
+	return v.ValidateCreate(ctx, c)
+}
+
+// ValidateDelete allows every deletion: a course's Userlands outlive it.
+func (v *CourseValidator) ValidateDelete(context.Context, *v1alpha1.Course) (admission.Warnings, error) {
+	return nil, nil
+}
