@@ -183,7 +183,7 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	if err := gateway.IndexHosts(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &corev1.Namespace{}} {
+	for _, o := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &v1alpha1.Course{}, &corev1.Namespace{}} {
 		if _, err := c.GetInformer(ctx, o); err != nil {
 			t.Fatal(err)
 		}

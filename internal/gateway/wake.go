@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 
 	"net/http"
 	"strings"
@@ -57,11 +58,19 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
 	}
+	if why := courseHold(ul); why != "" {
+		// The course, not traffic, decides: waking would change nothing.
+		s.progress(w, ul, http.StatusServiceUnavailable, why)
+		return nil, false
+	}
 	timeout := s.WakeTimeout
 	if timeout == 0 {
 		timeout = time.Minute
 	}
-	if ul.Status.Phase == v1alpha1.PhaseStopped && s.shouldWake(key, timeout) {
+	// A queued environment has asked already; asking again would only
+	// move it back in line.
+	queued := ul.Status.StoppedReason == v1alpha1.StoppedQueued
+	if ul.Status.Phase == v1alpha1.PhaseStopped && !queued && s.shouldWake(key, timeout) {
 		if err := s.Activity.Wake(r.Context(), key); err != nil {
 			s.forgetWake(key)
 			pages.Error(w, r, http.StatusServiceUnavailable, "could not start the environment; try again")
@@ -162,6 +171,9 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 		if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedIdle {
 			message = idleStoppedMessage(ul, time.Now())
 		}
+		if ul.Status.StoppedReason == v1alpha1.StoppedQueued {
+			message = queuedMessage(ul)
+		}
 	}
 	if message == "" && phase == string(v1alpha1.PhaseStarting) {
 		message = startingMessage(ul)
@@ -183,8 +195,39 @@ func startingMessage(ul *v1alpha1.Userland) string {
 	return ""
 }
 
+// courseHold is why a course keeps the environment stopped whatever its
+// user does, in plain words, or "".
+func courseHold(ul *v1alpha1.Userland) string {
+	if ul.Status.Phase != v1alpha1.PhaseStopped {
+		return ""
+	}
+	detail := ""
+	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		detail = " (" + c.Message + ")"
+	}
+	switch ul.Status.StoppedReason {
+	case v1alpha1.StoppedBeforeTerm:
+		return "Your course has not started yet" + detail + ". The environment can be started from then on."
+	case v1alpha1.StoppedTermEnded:
+		return "Your course has ended" + detail + ", so its environments are stopped. Ask your instructor if you need your files."
+	case v1alpha1.StoppedUnenrolled:
+		return "You are no longer on this course's roster, so its environment stays stopped. Ask your instructor if this is a mistake."
+	}
+	return ""
+}
+
+// queuedMessage tells a student waiting for a place their place in line.
+func queuedMessage(ul *v1alpha1.Userland) string {
+	return fmt.Sprintf("Your course allows only so many environments running at once, and all are in use. "+
+		"You are number %d in line; this page starts yours as soon as a place is free.", ul.Status.QueuePosition)
+}
+
 // idleStoppedMessage tells a user coming back why they wait.
 func idleStoppedMessage(ul *v1alpha1.Userland, now time.Time) string {
+	if ul.Status.LastActivityTime == nil && ul.Labels[v1alpha1.LabelCourse] != "" {
+		// A course makes its environments ahead of their first use.
+		return "It is starting for the first time."
+	}
 	since := ""
 	if t := ul.Status.LastActivityTime; t != nil {
 		since = " since " + now.Sub(t.Time).Round(time.Minute).String() + " ago"

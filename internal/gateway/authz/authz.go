@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
@@ -32,6 +33,8 @@ const (
 	Owner      Reason = "owner"
 	Admin      Reason = "admin"
 	Instructor Reason = "instructor"
+	// CourseStaff is staff of the Course the Userland was made for.
+	CourseStaff Reason = "course-staff"
 )
 
 // Allowed reports whether id may reach ul, whose namespace carries
@@ -89,6 +92,13 @@ func (p Policy) Check(ctx context.Context, r client.Reader, id session.Identity,
 	// instructor annotation) is skipped on the request path's common case.
 	if reason := p.Allowed(id, &ul, nil); reason != "" {
 		return &ul, reason
+	}
+	if name := ul.Labels[v1alpha1.LabelCourse]; name != "" {
+		var c v1alpha1.Course
+		if err := r.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, &c); err == nil &&
+			course.IsStaff(&c, course.Member{User: id.User, Email: id.Email, Groups: id.Groups}) {
+			return &ul, CourseStaff
+		}
 	}
 	var ns corev1.Namespace
 	if err := r.Get(ctx, types.NamespacedName{Name: key.Namespace}, &ns); err != nil {

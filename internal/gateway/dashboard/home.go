@@ -91,6 +91,7 @@ func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(
 		return nil, fmt.Errorf("listing userlands: %w", err)
 	}
 	annotations := map[string]map[string]string{}
+	var staff courseStaff
 	var rows []Row
 	for i := range list.Items {
 		ul := &list.Items[i]
@@ -102,7 +103,11 @@ func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(
 			}
 			annotations[ul.Namespace] = ann
 		}
-		if access := d.Policy.Allowed(id, ul, ann); access != "" && keep(access, ul) {
+		access := d.Policy.Allowed(id, ul, ann)
+		if access == "" && staff.of(ctx, d.Reader, id, ul) {
+			access = authz.CourseStaff
+		}
+		if access != "" && keep(access, ul) {
 			rows = append(rows, rowOf(ul, access))
 		}
 	}
@@ -118,7 +123,7 @@ func (d *Dashboard) manages(ctx context.Context, id session.Identity) bool {
 	if d.Policy.IsAdmin(id) {
 		return true
 	}
-	return len(d.instructedNamespaces(ctx, id)) > 0
+	return len(d.instructedNamespaces(ctx, id)) > 0 || len(d.staffedCourses(ctx, id)) > 0
 }
 
 // instructedNamespaces are the namespaces whose instructor groups id is in.

@@ -61,6 +61,9 @@ type Candidate struct {
 	Name string
 	// DisplayName and Description come from the template.
 	DisplayName, Description string
+	// Course names the Course that offers it, and Basis the roster entry
+	// that admitted the user; both empty for a template's autoProvision.
+	Course, Basis string
 }
 
 // Candidates lists every Userland id may self-provision, whether or not it
@@ -74,6 +77,14 @@ func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Ca
 			DisplayName: spec.DisplayName, Description: spec.Description,
 		})
 	}
+	// Courses first: a course's environment and an autoProvision one from
+	// the same template are the same environment, and it should carry the
+	// course's label.
+	courses, err := p.courseCandidates(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, courses...)
 	var templates v1alpha1.TemplateList
 	if err := p.Reader.List(ctx, &templates); err != nil {
 		return nil, fmt.Errorf("listing templates: %w", err)
@@ -108,9 +119,16 @@ func (p *Provisioner) Create(ctx context.Context, id session.Identity, c Candida
 		},
 		Spec: v1alpha1.UserlandSpec{User: id.User, TemplateRef: c.Ref},
 	}
+	if c.Course != "" {
+		ul.Labels[v1alpha1.LabelCourse] = c.Course
+		ul.Annotations = map[string]string{v1alpha1.AnnotationEnrolledBy: c.Basis}
+	}
 	name, created, err := userlands.Create(ctx, p.Reader, p.Writer, ul, client.FieldOwner("userland-gateway"))
-	if err != nil || !created {
+	if err != nil {
 		return created, err
+	}
+	if !created {
+		return false, p.adopt(ctx, c, types.NamespacedName{Namespace: c.Namespace, Name: name})
 	}
 	// The sign-in that created it goes straight on to it (the hand-off,
 	// the dashboard), and both read the cache: wait for the cache to show
