@@ -39,6 +39,8 @@ type Row struct {
 	// Line is the 1-based line number in the file.
 	Line                      int
 	User, Namespace, Template string
+	// Role is a course roster's role column (ParseCourse).
+	Role string
 	// Problem is set when the line itself is malformed.
 	Problem string
 }
@@ -73,7 +75,7 @@ func Parse(r io.Reader, order []string, defaultNamespace string) ([]Row, error) 
 		}
 		if first {
 			first = false
-			if header := lower(record); slices.Contains(header, ColumnUser) && slices.Contains(header, ColumnTemplate) {
+			if header := lower(record); slices.Contains(header, ColumnUser) && (slices.Contains(header, ColumnTemplate) || slices.Contains(header, ColumnRole)) {
 				order = header
 				continue
 			}
@@ -98,6 +100,8 @@ func Parse(r io.Reader, order []string, defaultNamespace string) ([]Row, error) 
 				}
 			case ColumnTemplate:
 				row.Template = v
+			case ColumnRole:
+				row.Role = v
 			}
 		}
 		rows = append(rows, row)
