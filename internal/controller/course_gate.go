@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
@@ -119,7 +121,7 @@ func (r *UserlandReconciler) courseStop(ctx context.Context, s *reconcileState, 
 // has a replica, plus those admitted here that the cache may not show
 // yet. The waiting ones queue by when they asked (their last activity),
 // then by name. It returns 0 when admitted, else the place in the queue.
-func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRunning int, wantSince time.Time) (int, error) {
+func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRunning int, since time.Time) (int, error) {
 	key := s.ul.Namespace + "/" + s.course.Name
 	r.queue.mu.Lock()
 	defer r.queue.mu.Unlock()
@@ -132,7 +134,7 @@ func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRu
 		name  string
 		since time.Time
 	}
-	waiting := []waiter{{self.Name, wantSince}}
+	waiting := []waiter{{self.Name, since}}
 	running := 0
 	for i := range list.Items {
 		ul := &list.Items[i]
@@ -153,11 +155,7 @@ func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRu
 		case r.queue.recentlyAdmitted(k, s.now):
 			running++
 		case ul.Status.StoppedReason == v1alpha1.StoppedQueued:
-			since := ul.CreationTimestamp.Time
-			if t := ul.Status.LastActivityTime; t != nil {
-				since = t.Time
-			}
-			waiting = append(waiting, waiter{ul.Name, since})
+			waiting = append(waiting, waiter{ul.Name, wantSince(ul)})
 		}
 	}
 	slices.SortFunc(waiting, func(a, b waiter) int {
@@ -170,6 +168,43 @@ func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRu
 		return 0, nil
 	}
 	return place - max(free, 0) + 1, nil
+}
+
+// wantSince is when a queued environment asked to run, its place in the
+// queue: the later of its last activity and a start or restart request,
+// else its creation (as reconcileDeployment computes it for itself).
+func wantSince(ul *v1alpha1.Userland) time.Time {
+	since := ul.CreationTimestamp.Time
+	if t := ul.Status.LastActivityTime; t != nil {
+		since = t.Time
+	}
+	if t := parseTime(ul.Annotations[v1alpha1.AnnotationRestartedAt]); t != nil && t.After(since) {
+		since = *t
+	}
+	return since
+}
+
+// queueChanged passes Userlands that joined or left a queue: the places
+// of the others in it change.
+var queueChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return queued(e.Object) },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return queued(e.ObjectOld) != queued(e.ObjectNew) },
+}
+
+func queued(obj client.Object) bool {
+	ul, ok := obj.(*v1alpha1.Userland)
+	return ok && ul.Status.StoppedReason == v1alpha1.StoppedQueued
+}
+
+// queuedSiblings maps a Userland to the queued Userlands of its course.
+func (r *UserlandReconciler) queuedSiblings(ctx context.Context, obj client.Object) []ctrl.Request {
+	name := obj.GetLabels()[v1alpha1.LabelCourse]
+	if name == "" {
+		return nil
+	}
+	return r.userlandsOfCourse(ctx, obj.GetNamespace(), name, true)
 }
 
 // courseQueue serialises admission decisions and remembers recent ones,

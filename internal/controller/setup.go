@@ -137,6 +137,8 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings)).
 		// One stopping frees a place in its course's queue.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
+		// One joining or leaving a queue moves the others' places.
+		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.queuedSiblings), builder.WithPredicates(queueChanged)).
 		Watches(&v1alpha1.Course{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 			return r.userlandsOfCourse(ctx, obj.GetNamespace(), obj.GetName(), false)
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -9,6 +10,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 func member(id session.Identity) course.Member {
@@ -48,6 +50,48 @@ func (d *Dashboard) staffedCourses(ctx context.Context, id session.Identity) []v
 		if course.IsStaff(&list.Items[i], member(id)) {
 			out = append(out, list.Items[i])
 		}
+	}
+	return out
+}
+
+// CourseCard is a course on a member's home page.
+type CourseCard struct {
+	Namespace, Name, Title, Term string
+	Phase                        v1alpha1.CoursePhase
+	// Staff links the course page.
+	Staff bool
+	// Offers are the display names of the course's templates.
+	Offers []string
+}
+
+// courseCards are the courses id is a member of, with what each offers.
+func (d *Dashboard) courseCards(ctx context.Context, id session.Identity) []CourseCard {
+	var list v1alpha1.CourseList
+	if err := d.Reader.List(ctx, &list); err != nil {
+		return nil
+	}
+	now := d.now()
+	var out []CourseCard
+	for i := range list.Items {
+		c := &list.Items[i]
+		role, _ := course.Match(c, member(id))
+		if role == course.None {
+			continue
+		}
+		card := CourseCard{
+			Namespace: c.Namespace, Name: c.Name, Title: courseTitle(c), Phase: course.PhaseAt(c, now), Staff: role == course.Staff,
+			Term: c.Spec.Term.Start.UTC().Format(time.DateOnly) + " – " + c.Spec.Term.End.UTC().Format(time.DateOnly),
+		}
+		for _, t := range c.Spec.Templates {
+			name := t.Name
+			probe := &v1alpha1.Userland{}
+			probe.Namespace, probe.Spec.TemplateRef = c.Namespace, course.Ref(t)
+			if resolved, err := templates.Resolve(ctx, d.Reader, probe); err == nil && resolved.Spec.DisplayName != "" {
+				name = resolved.Spec.DisplayName
+			}
+			card.Offers = append(card.Offers, name)
+		}
+		out = append(out, card)
 	}
 	return out
 }

@@ -36,6 +36,9 @@ const (
 	AdminPath = "/dashboard/admin"
 	// ImportPath takes a roster CSV upload.
 	ImportPath = "/dashboard/import"
+	// CoursePath is a course's page for its staff; POSTs to it act on the
+	// whole course (start all, stop all, import a roster).
+	CoursePath = "/dashboard/course"
 	// StaticPath serves the stylesheet and script.
 	StaticPath = "/static/"
 )
@@ -121,6 +124,8 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request, id session
 		d.action(w, r, id)
 	case ImportPath:
 		d.importRoster(w, r, id)
+	case CoursePath:
+		d.course(w, r, id)
 	default:
 		http.NotFound(w, r)
 	}

@@ -41,13 +41,15 @@ type Row struct {
 	UpdatePending bool
 	Running       bool
 	Access        authz.Reason
+	// QueuePosition is the place in its course's queue, 0 when not queued.
+	QueuePosition int32
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 	row := Row{
 		Namespace: ul.Namespace, Name: ul.Name, User: ul.Spec.User, Template: ul.Spec.TemplateRef.Name,
 		TemplateKind: ul.Spec.TemplateRef.Kind, Title: Title(ul),
-		Phase: string(ul.Status.Phase), URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access,
+		Phase: string(ul.Status.Phase), URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: ul.Status.QueuePosition,
 	}
 	row.Label = row.Title
 	if access != authz.Owner {
@@ -69,13 +71,27 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 		row.Message = c.Message
 	}
 	if ul.Status.Phase == v1alpha1.PhaseStopped {
-		row.Message = "stopped"
-		if ul.Status.StoppedReason == v1alpha1.StoppedIdle {
+		switch ul.Status.StoppedReason {
+		case v1alpha1.StoppedIdle:
 			row.Message = "stopped because nobody used it; opening it starts it again"
+		case v1alpha1.StoppedQueued, v1alpha1.StoppedBeforeTerm, v1alpha1.StoppedTermEnded, v1alpha1.StoppedUnenrolled:
+			// The controller's words: the place in line, the term's dates.
+		default:
+			row.Message = "stopped"
 		}
+		row.Phase = cmp.Or(stoppedPhase[ul.Status.StoppedReason], row.Phase)
 	}
 	row.Running = !ul.Spec.Suspend && ul.Status.Phase != v1alpha1.PhaseStopped
 	return row
+}
+
+// stoppedPhase names the phases a course holds an environment in, as the
+// dashboard shows them.
+var stoppedPhase = map[v1alpha1.StoppedReason]string{
+	v1alpha1.StoppedQueued:     string(v1alpha1.StoppedQueued),
+	v1alpha1.StoppedBeforeTerm: string(v1alpha1.StoppedBeforeTerm),
+	v1alpha1.StoppedTermEnded:  string(v1alpha1.StoppedTermEnded),
+	v1alpha1.StoppedUnenrolled: string(v1alpha1.StoppedUnenrolled),
 }
 
 // Title is what people call an environment: its template's display name
@@ -208,8 +224,9 @@ func (d *Dashboard) home(w http.ResponseWriter, r *http.Request, id session.Iden
 	}
 	render(w, http.StatusOK, "home.html", struct {
 		Page
-		Rows   []Row
-		Offers []provision.Candidate
-		Now    time.Time
-	}{d.pageFor(ctx, r, id, "Your environments"), rows, offers, d.now()})
+		Rows    []Row
+		Offers  []provision.Candidate
+		Courses []CourseCard
+		Now     time.Time
+	}{d.pageFor(ctx, r, id, "Your environments"), rows, offers, d.courseCards(ctx, id), d.now()})
 }

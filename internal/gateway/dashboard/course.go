@@ -1,0 +1,246 @@
+package dashboard
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/gateway/auth"
+	"github.com/userland-dev/userland/internal/gateway/authz"
+	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/roster"
+)
+
+// CourseMember is one row of a course page: a member and their
+// environments (none yet for a listed student who never signed in).
+type CourseMember struct {
+	User string
+	Role course.Role
+	Rows []Row
+}
+
+// staffCourse reads the course a request names, when id may run it:
+// its staff, and admins. Anyone else learns nothing of it.
+func (d *Dashboard) staffCourse(ctx context.Context, r *http.Request, id session.Identity) *v1alpha1.Course {
+	key := types.NamespacedName{Namespace: r.FormValue("namespace"), Name: r.FormValue("name")}
+	var c v1alpha1.Course
+	if key.Namespace == "" || key.Name == "" || d.Reader.Get(ctx, key, &c) != nil {
+		return nil
+	}
+	if !d.Policy.IsAdmin(id) && !course.IsStaff(&c, member(id)) {
+		return nil
+	}
+	return &c
+}
+
+// course serves a course's page (GET) and its whole-course actions (POST).
+func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Identity) {
+	ctx := r.Context()
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxRosterBytes)
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+			if err := r.ParseMultipartForm(maxRosterBytes); err != nil {
+				http.Error(w, "the upload is not a roster file of at most 2 MiB", http.StatusBadRequest)
+				return
+			}
+		}
+	}
+	c := d.staffCourse(ctx, r, id)
+	if c == nil {
+		http.NotFound(w, r)
+		return
+	}
+	back := fmt.Sprintf("%s?namespace=%s&name=%s", CoursePath, urlQueryEscape(c.Namespace), urlQueryEscape(c.Name))
+	switch r.Method {
+	case http.MethodGet:
+		d.coursePage(w, r, id, c)
+		return
+	case http.MethodPost:
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !d.CSRF.CheckCSRF(r, r.PostFormValue("csrf")) {
+		http.Error(w, "the form expired; reload the page and try again", http.StatusForbidden)
+		return
+	}
+	switch verb := r.PostFormValue("action"); verb {
+	case "import":
+		d.courseImport(w, r, id, c)
+	case "start", "stop", "restart":
+		flash, err := d.actOnCourse(ctx, c, actions.Verb(verb))
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "course action", "action", verb, "course", c.Name)
+			http.Redirect(w, r, auth.SafeReturnPath(back+"&error="+urlQueryEscape(plainError(err))), http.StatusSeeOther)
+			return
+		}
+		http.Redirect(w, r, auth.SafeReturnPath(back+"&flash="+urlQueryEscape(flash)), http.StatusSeeOther)
+	default:
+		http.Error(w, "unknown action", http.StatusBadRequest)
+	}
+}
+
+// courseUserlands are the course's environments, from the cache.
+func (d *Dashboard) courseUserlands(ctx context.Context, c *v1alpha1.Course) ([]v1alpha1.Userland, error) {
+	var list v1alpha1.UserlandList
+	if err := d.Reader.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingLabels{v1alpha1.LabelCourse: c.Name}); err != nil {
+		return nil, fmt.Errorf("listing the course's environments: %w", err)
+	}
+	return list.Items, nil
+}
+
+func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id session.Identity, c *v1alpha1.Course) {
+	ctx := r.Context()
+	items, err := d.courseUserlands(ctx, c)
+	if err != nil {
+		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		return
+	}
+	byUser := map[string]*CourseMember{}
+	for i := range items {
+		ul := &items[i]
+		m := byUser[ul.Spec.User]
+		if m == nil {
+			m = &CourseMember{User: ul.Spec.User, Role: course.RoleOf(c, ul)}
+			byUser[ul.Spec.User] = m
+		}
+		m.Rows = append(m.Rows, rowOf(ul, authz.CourseStaff))
+	}
+	for _, u := range c.Spec.Students.Users {
+		if byUser[u] == nil {
+			byUser[u] = &CourseMember{User: u, Role: course.Student}
+		}
+	}
+	members := make([]CourseMember, 0, len(byUser))
+	var queue []Row
+	for _, m := range byUser {
+		members = append(members, *m)
+		for _, row := range m.Rows {
+			if row.Phase == string(v1alpha1.StoppedQueued) {
+				queue = append(queue, row)
+			}
+		}
+	}
+	slices.SortFunc(members, func(a, b CourseMember) int {
+		if a.Role != b.Role {
+			return strings.Compare(string(b.Role), string(a.Role)) // students, then staff
+		}
+		return strings.Compare(a.User, b.User)
+	})
+	slices.SortFunc(queue, func(a, b Row) int { return cmp.Compare(a.QueuePosition, b.QueuePosition) })
+	var problems []string
+	for _, cond := range c.Status.Conditions {
+		if cond.Status != "True" && cond.Type != v1alpha1.ConditionReady {
+			problems = append(problems, cond.Message)
+		}
+	}
+	if ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status != "True" && len(problems) == 0 {
+		problems = append(problems, ready.Message)
+	}
+	now := d.now()
+	render(w, http.StatusOK, "course.html", struct {
+		Page
+		Course   *v1alpha1.Course
+		Phase    v1alpha1.CoursePhase
+		Members  []CourseMember
+		Queue    []Row
+		Problems []string
+		Back     string
+		Now      time.Time
+	}{d.pageFor(ctx, r, id, "Course: "+courseTitle(c)), c, course.PhaseAt(c, now), members, queue, problems,
+		fmt.Sprintf("%s?namespace=%s&name=%s", CoursePath, urlQueryEscape(c.Namespace), urlQueryEscape(c.Name)), now})
+}
+
+func courseTitle(c *v1alpha1.Course) string {
+	if c.Spec.DisplayName != "" {
+		return c.Spec.DisplayName
+	}
+	return c.Name
+}
+
+// actOnCourse starts, stops or restarts every environment of the course's
+// students, as staff: one patch each.
+func (d *Dashboard) actOnCourse(ctx context.Context, c *v1alpha1.Course, verb actions.Verb) (string, error) {
+	items, err := d.courseUserlands(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	n := 0
+	for i := range items {
+		ul := &items[i]
+		if course.RoleOf(c, ul) == course.Staff {
+			continue
+		}
+		patch, err := actions.Patch(verb, actions.Staff, ul, d.now())
+		if err != nil {
+			return "", err
+		}
+		target := &v1alpha1.Userland{}
+		target.Namespace, target.Name = ul.Namespace, ul.Name
+		if err := d.Writer.Patch(ctx, target, patch, client.FieldOwner("userland-dashboard")); client.IgnoreNotFound(err) != nil {
+			return "", fmt.Errorf("%s %s/%s: %w", verb, ul.Namespace, ul.Name, err)
+		}
+		n++
+	}
+	done := map[actions.Verb]string{actions.Start: "Starting", actions.Stop: "Stopping", actions.Restart: "Restarting"}[verb]
+	return fmt.Sprintf("%s %d student environments.", done, n), nil
+}
+
+// courseImport adds an uploaded roster (user, role) to the course.
+func (d *Dashboard) courseImport(w http.ResponseWriter, r *http.Request, id session.Identity, c *v1alpha1.Course) {
+	ctx := r.Context()
+	file, _, err := r.FormFile("roster")
+	if err != nil {
+		http.Error(w, "choose a CSV file to import", http.StatusBadRequest)
+		return
+	}
+	defer func() { _ = file.Close() }()
+	rows, err := roster.ParseCourse(file)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var results []roster.Result
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var live v1alpha1.Course
+		// Straight from the API server: the merge must start from the
+		// roster as it is, not as the cache last saw it.
+		if err := d.Writer.Get(ctx, client.ObjectKeyFromObject(c), &live); err != nil {
+			return err
+		}
+		before := live.DeepCopy()
+		results = roster.AddToCourse(&live.Spec, rows)
+		if roster.Count(results)[roster.Created] == 0 {
+			return nil
+		}
+		return d.Writer.Patch(ctx, &live, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}), client.FieldOwner("userland-dashboard"))
+	})
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "course roster import", "course", c.Name)
+		http.Error(w, "the course could not be changed: "+plainError(err), http.StatusConflict)
+		return
+	}
+	counts := roster.Count(results)
+	render(w, http.StatusOK, "course-import.html", struct {
+		Page
+		Course                    *v1alpha1.Course
+		Results                   []roster.Result
+		Added, Existing, Rejected int
+		Back                      string
+	}{d.pageFor(ctx, r, id, "Roster import: "+courseTitle(c)), c, results, counts[roster.Created], counts[roster.Existing], counts[roster.Rejected],
+		fmt.Sprintf("%s?namespace=%s&name=%s", CoursePath, urlQueryEscape(c.Namespace), urlQueryEscape(c.Name))})
+}
