@@ -94,6 +94,10 @@ bench: build control-plane ## Run the benchmarks (about 38 minutes on 2 cores: 2
 bench-class: build control-plane ## Only the class-start scenario, under each client limit set (14 minutes measured here); writes docs/benchmarks-class-start.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -out docs/benchmarks-class-start.md $(BENCH_FLAGS)
 
+.PHONY: bench-course
+bench-course: build control-plane ## Only a 500-student course provisioned beside 500 plain Userlands; writes docs/benchmarks-course.md.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -class-students 0 -out docs/benchmarks-course.md $(BENCH_FLAGS)
+
 .PHONY: bench-large
 bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -out docs/benchmarks-5000.md $(BENCH_FLAGS)

@@ -93,6 +93,18 @@ func TestSamplesAreAcceptedAndReadBackWithDefaults(t *testing.T) {
 		t.Errorf("vscode rollout defaults (-want +got):\n%s", diff)
 	}
 
+	var course v1alpha1.Course
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "databases-2026"}, &course); err != nil {
+		t.Fatalf("reading the sample course: %v", err)
+	}
+	wantTemplates := []v1alpha1.CourseTemplate{
+		{Kind: v1alpha1.TemplateKindTemplate, Name: "phpmyadmin", Provision: v1alpha1.ProvisionUpFront},
+		{Kind: v1alpha1.TemplateKindTemplate, Name: "jupyterlab", Provision: v1alpha1.ProvisionOnSignIn},
+	}
+	if diff := cmp.Diff(wantTemplates, course.Spec.Templates); diff != "" {
+		t.Errorf("course template defaults (-want +got):\n%s", diff)
+	}
+
 	var taro v1alpha1.Userland
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taro-yamada"}, &taro); err != nil {
 		t.Fatalf("reading taro-yamada: %v", err)
@@ -344,6 +356,7 @@ func TestDiscoveryShortNamesAndCategory(t *testing.T) {
 		"userlands":        {Namespaced: true, ShortNames: []string{"ul"}, Categories: []string{"userland-all"}, HasStatus: true},
 		"templates":        {Namespaced: true, ShortNames: []string{"tmpl"}, Categories: []string{"userland-all"}, HasStatus: true},
 		"clustertemplates": {Namespaced: false, ShortNames: []string{"ctmpl"}, Categories: []string{"userland-all"}, HasStatus: true},
+		"courses":          {Namespaced: true, ShortNames: []string{"crs"}, Categories: []string{"userland-all"}, HasStatus: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("discovery (-want +got):\n%s", diff)

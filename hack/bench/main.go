@@ -42,6 +42,8 @@ type options struct {
 	keep        bool
 	slowClients int
 	class       classOptions
+	// courseStudents is the size of the course-beside-plain scenario.
+	courseStudents int
 }
 
 func parseInts(s string) ([]int, error) {
@@ -86,6 +88,7 @@ func main() {
 	flag.IntVar(&o.slowClients, "slow-clients", 500, "slow anonymous clients held against the gateway (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
 	var limits string
+	flag.IntVar(&o.courseStudents, "course-students", 500, "students of the course provisioned beside as many plain Userlands (0: none)")
 	flag.IntVar(&o.class.Students, "class-students", 500, "students in the class-start scenario (0: none)")
 	flag.IntVar(&o.class.New, "class-new", 100, "of them, students whose environment is auto-provisioned at sign-in")
 	flag.DurationVar(&o.class.Window, "class-window", time.Minute, "the class signs in within this")
@@ -304,6 +307,19 @@ func run(o options) error {
 		}
 		results = append(results, r)
 	}
+	var crs *courseResult
+	if o.courseStudents > 0 {
+		logf("a course of %d students beside %d plain Userlands", o.courseStudents, o.courseStudents)
+		r, err := courseBeside(ctx, c, o.courseStudents, pid, auditLog)
+		if err != nil {
+			return err
+		}
+		logf("plain Userlands Ready in %s; course provisioned in %s", r.PlainReady.Round(time.Millisecond), r.CourseProvisioned.Round(time.Millisecond))
+		crs = &r
+		if _, err := deleteNamespace(ctx, c, fmt.Sprintf("course-%d", r.N)); err != nil {
+			return err
+		}
+	}
 	var gw *gatewayResult
 	if o.gateway {
 		if gw, err = benchGateway(ctx, o, env, dir, bin, auditLog); err != nil {
@@ -323,7 +339,7 @@ func run(o options) error {
 			return err
 		}
 	}
-	return writeReport(o, results, gw, class)
+	return writeReport(o, results, gw, class, crs)
 }
 
 func waitHTTP(u string) error {

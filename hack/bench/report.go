@@ -26,7 +26,7 @@ var routedHow = map[string]string{targetPath: "path routing", targetSubdomain: "
 // eighth of the chart's 512 MiB limit.
 const slowGrowthTargetKiB = 64 << 10
 
-func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult) error {
+func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult, crs *courseResult) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("# Benchmarks")
@@ -202,6 +202,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 		for i, w := range gw.Wakes {
 			p("| %d | %s | %s | %s |", i+1, ms(w.Request), ms(w.Pod), ms(w.Overhead()))
 		}
+	}
+	if crs != nil {
+		courseSection(p, crs)
 	}
 	if len(class) > 0 {
 		classSection(p, o.class, class)
