@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -76,7 +77,7 @@ func courseBeside(ctx context.Context, c client.Client, n, pid int, auditLog str
 	})
 	wg.Wait()
 	if plainErr != nil || courseErr != nil {
-		return r, fmt.Errorf("course beside plain Userlands: plain: %v; course: %v", plainErr, courseErr)
+		return r, fmt.Errorf("course beside plain Userlands: %w", errors.Join(plainErr, courseErr))
 	}
 	r.CPUSeconds = cpuSeconds(pid) - cpu0
 	_, r.PeakKiB = memory(pid)
