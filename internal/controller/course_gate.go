@@ -242,19 +242,11 @@ func (q *courseQueue) recentlyAdmitted(k types.NamespacedName, now time.Time) bo
 // queuedOfCourse maps a course Userland's Deployment to the Userlands of
 // the same course waiting in its queue: one stopping frees a place.
 func (r *UserlandReconciler) queuedOfCourse(ctx context.Context, obj client.Object) []ctrl.Request {
-	name := obj.GetLabels()[v1alpha1.LabelUserland]
-	if name == "" {
+	ul := r.userlandOfChild(ctx, obj)
+	if ul == nil || ul.Labels[v1alpha1.LabelCourse] == "" {
 		return nil
 	}
-	var ul v1alpha1.Userland
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, &ul); err != nil {
-		return nil
-	}
-	c := ul.Labels[v1alpha1.LabelCourse]
-	if c == "" {
-		return nil
-	}
-	return r.userlandsOfCourse(ctx, ul.Namespace, c, true)
+	return r.userlandsOfCourse(ctx, ul.Namespace, ul.Labels[v1alpha1.LabelCourse], true)
 }
 
 // userlandsOfCourse lists the requests for a course's Userlands, or only

@@ -182,6 +182,16 @@ func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPe
 // pendingSiblings maps a Deployment to the Userlands of the same template
 // still waiting for an update.
 func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Object) []reconcile.Request {
+	ul := r.userlandOfChild(ctx, obj)
+	if ul == nil {
+		return nil
+	}
+	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
+}
+
+// userlandOfChild reads, from the cache, the Userland a labelled child
+// belongs to; nil when there is none.
+func (r *UserlandReconciler) userlandOfChild(ctx context.Context, obj client.Object) *v1alpha1.Userland {
 	name := obj.GetLabels()[v1alpha1.LabelUserland]
 	if name == "" {
 		return nil
@@ -190,7 +200,7 @@ func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Obj
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, &ul); err != nil {
 		return nil
 	}
-	return r.requestsFor(ctx, templates.UserlandKey(&ul), true)
+	return &ul
 }
 
 // scaledDown passes Deployments that stopped having a replica (or went),

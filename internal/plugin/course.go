@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -199,15 +198,11 @@ students. The command fails if any row was rejected.`,
 			if err != nil {
 				return err
 			}
-			in := o.io.In
-			if args[1] != "-" {
-				f, err := os.Open(args[1])
-				if err != nil {
-					return err
-				}
-				defer func() { _ = f.Close() }()
-				in = f
+			in, done, err := o.input(args[1])
+			if err != nil {
+				return err
 			}
+			defer done()
 			rows, err := roster.ParseCourse(in)
 			if err != nil {
 				return err
@@ -244,16 +239,7 @@ students. The command fails if any row was rejected.`,
 				_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", r.Line, r.User, r.Role, outcome, r.Reason)
 			}
 			_ = w.Flush()
-			counts := roster.Count(results)
-			suffix := ""
-			if dryRun {
-				suffix = " (server dry run: nothing was stored)"
-			}
-			_, _ = fmt.Fprintf(o.io.Out, "%d added, %d already present, %d rejected%s\n", counts[roster.Created], counts[roster.Existing], counts[roster.Rejected], suffix)
-			if counts[roster.Rejected] > 0 {
-				return fmt.Errorf("%w: %d of %d", errRejected, counts[roster.Rejected], len(results))
-			}
-			return nil
+			return o.summarize(results, "added", dryRun)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate the changed course on the server without storing it")

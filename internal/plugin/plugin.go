@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -291,15 +292,11 @@ creates nothing new. The command fails if any row was rejected.`,
 			if err != nil {
 				return err
 			}
-			in := o.io.In
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer func() { _ = f.Close() }()
-				in = f
+			in, done, err := o.input(args[0])
+			if err != nil {
+				return err
 			}
+			defer done()
 			rows, err := roster.Parse(in, []string{roster.ColumnUser, roster.ColumnTemplate, roster.ColumnNamespace}, ns)
 			if err != nil {
 				return err
@@ -311,16 +308,7 @@ creates nothing new. The command fails if any row was rejected.`,
 				_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Line, r.User, r.Namespace, r.Template, r.Name, r.Outcome, r.Reason)
 			}
 			_ = w.Flush()
-			counts := roster.Count(results)
-			suffix := ""
-			if dryRun {
-				suffix = " (server dry run: nothing was stored)"
-			}
-			_, _ = fmt.Fprintf(o.io.Out, "%d created, %d already present, %d rejected%s\n", counts[roster.Created], counts[roster.Existing], counts[roster.Rejected], suffix)
-			if counts[roster.Rejected] > 0 {
-				return fmt.Errorf("%w: %d of %d", errRejected, counts[roster.Rejected], len(results))
-			}
-			return nil
+			return o.summarize(results, "created", dryRun)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "validate every row on the server without creating anything")
@@ -463,4 +451,31 @@ func browserOpener() func(string) error {
 		return nil
 	}
 	return func(url string) error { return exec.Command(path, url).Start() }
+}
+
+// input opens a roster file, or standard input for "-".
+func (o *options) input(name string) (io.Reader, func(), error) {
+	if name == "-" {
+		return o.io.In, func() {}, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, func() { _ = f.Close() }, nil
+}
+
+// summarize prints an import's counts (added rows called created) and
+// fails when a row was rejected.
+func (o *options) summarize(results []roster.Result, created string, dryRun bool) error {
+	counts := roster.Count(results)
+	suffix := ""
+	if dryRun {
+		suffix = " (server dry run: nothing was stored)"
+	}
+	_, _ = fmt.Fprintf(o.io.Out, "%d %s, %d already present, %d rejected%s\n", counts[roster.Created], created, counts[roster.Existing], counts[roster.Rejected], suffix)
+	if counts[roster.Rejected] > 0 {
+		return fmt.Errorf("%w: %d of %d", errRejected, counts[roster.Rejected], len(results))
+	}
+	return nil
 }
