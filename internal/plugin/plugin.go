@@ -126,6 +126,9 @@ func phase(ul *v1alpha1.Userland) string {
 	if ul.Status.Phase == "" {
 		return string(v1alpha1.PhasePending)
 	}
+	if ul.Status.StoppedReason == v1alpha1.StoppedQueued && ul.Status.QueuePosition > 0 {
+		return fmt.Sprintf("%s (Queued, %d in line)", ul.Status.Phase, ul.Status.QueuePosition)
+	}
 	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason != "" {
 		return fmt.Sprintf("%s (%s)", ul.Status.Phase, ul.Status.StoppedReason)
 	}

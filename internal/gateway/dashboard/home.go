@@ -81,7 +81,9 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 		}
 		row.Phase = cmp.Or(stoppedPhase[ul.Status.StoppedReason], row.Phase)
 	}
-	row.Running = !ul.Spec.Suspend && ul.Status.Phase != v1alpha1.PhaseStopped
+	// A queued environment has asked to run: Stop (leave the line) is
+	// what makes sense, not Start, which would only move it back in line.
+	row.Running = !ul.Spec.Suspend && (ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason == v1alpha1.StoppedQueued)
 	return row
 }
 
