@@ -28,7 +28,8 @@ type Deps struct {
 	Reader client.Reader
 	// Writer writes activity, wakes, actions and auto-provisioned Userlands.
 	Writer client.Client
-	// Events reads Events past the cache, for the admin page.
+	// Events reads past the cache: Events for the admin page, a course
+	// before a roster merge.
 	Events client.Reader
 	// Registry receives the gateway's metrics.
 	Registry prometheus.Registerer
@@ -78,7 +79,7 @@ func NewServer(opts Options, deps Deps) (*Server, error) {
 		Provisioner: &provision.Provisioner{Reader: deps.Reader, Writer: deps.Writer, ClusterTemplateNamespace: opts.ClusterTemplateNamespace},
 	}
 	srv.Dashboard = &dashboard.Dashboard{
-		Reader: deps.Reader, Writer: deps.Writer, Events: deps.Events,
+		Reader: deps.Reader, Writer: deps.Writer, Events: deps.Events, Live: deps.Events,
 		Policy: srv.Policy, Provisioner: srv.Provisioner, CSRF: store,
 		KeepRunning: srv.Activity.KeepRunning,
 	}

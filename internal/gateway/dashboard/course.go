@@ -219,7 +219,7 @@ func (d *Dashboard) courseImport(w http.ResponseWriter, r *http.Request, id sess
 		var live v1alpha1.Course
 		// Straight from the API server: the merge must start from the
 		// roster as it is, not as the cache last saw it.
-		if err := d.Writer.Get(ctx, client.ObjectKeyFromObject(c), &live); err != nil {
+		if err := d.Live.Get(ctx, client.ObjectKeyFromObject(c), &live); err != nil {
 			return err
 		}
 		before := live.DeepCopy()

@@ -72,6 +72,9 @@ type Dashboard struct {
 	// Events reads an environment's latest events straight from the API
 	// server, only while someone watches it start.
 	Events client.Reader
+	// Live reads past the cache: a course's roster just before a merge
+	// into it.
+	Live client.Reader
 	// Policy decides who sees and acts on what.
 	Policy authz.Policy
 	// Provisioner offers and creates self-provisioned environments.
