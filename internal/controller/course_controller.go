@@ -24,6 +24,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // +kubebuilder:rbac:groups=userland.dev,resources=courses,verbs=get;list;watch
@@ -56,8 +57,8 @@ type courseState struct {
 	now time.Time
 	// userlands are the course's, from the cache (read-only).
 	userlands []v1alpha1.Userland
-	// missing names templates that do not exist.
-	missing []string
+	// missing are the course's templates that do not exist.
+	missing []v1alpha1.TemplateReference
 	// volumeProblem is the first shared claim problem found.
 	volumeProblem *finding
 	// waiting says what retirement waits for.
@@ -120,32 +121,15 @@ func (r *CourseReconciler) listUserlands(ctx context.Context, s *courseState) (c
 // others are provisioned regardless.
 func (r *CourseReconciler) resolveCourseTemplates(ctx context.Context, s *courseState) (ctrl.Result, error) {
 	for _, t := range s.c.Spec.Templates {
-		exists, err := templateExists(ctx, r.Client, s.c.Namespace, course.Ref(t))
-		if err != nil {
+		_, err := templates.ResolveRef(ctx, r.Client, s.c.Namespace, course.Ref(t))
+		switch {
+		case apierrors.IsNotFound(err):
+			s.missing = append(s.missing, course.Ref(t))
+		case err != nil:
 			return ctrl.Result{}, err
-		}
-		if !exists {
-			s.missing = append(s.missing, fmt.Sprintf("%s %q", course.Ref(t).Kind, t.Name))
 		}
 	}
 	return ctrl.Result{}, nil
-}
-
-// templateExists reports whether ref resolves in namespace.
-func templateExists(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TemplateReference) (bool, error) {
-	var err error
-	if ref.Kind == v1alpha1.TemplateKindClusterTemplate {
-		err = r.Get(ctx, types.NamespacedName{Name: ref.Name}, &v1alpha1.ClusterTemplate{})
-	} else {
-		err = r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &v1alpha1.Template{})
-	}
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("getting %s %s: %w", ref.Kind, ref.Name, err)
-	}
-	return true, nil
 }
 
 // summarizeCourse sets the conditions from what the phases found.
@@ -161,8 +145,12 @@ func (r *CourseReconciler) summarizeCourse(s *courseState, err error) {
 		})
 	}
 	if len(s.missing) > 0 {
+		names := make([]string, len(s.missing))
+		for i, ref := range s.missing {
+			names[i] = fmt.Sprintf("%s %q", ref.Kind, ref.Name)
+		}
 		set(v1alpha1.ConditionTemplatesResolved, false, v1alpha1.ReasonTemplateNotFound,
-			fmt.Sprintf("%s does not exist; students get the other templates", joinWords(s.missing)))
+			fmt.Sprintf("%s does not exist; students get the other templates", joinWords(names)))
 	} else {
 		set(v1alpha1.ConditionTemplatesResolved, true, v1alpha1.ReasonTemplatesFound, "every template of the course exists")
 	}

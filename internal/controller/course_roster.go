@@ -65,7 +65,7 @@ func (r *CourseReconciler) provisionRoster(ctx context.Context, s *courseState) 
 	}
 	var upFront []v1alpha1.TemplateReference
 	for _, t := range s.c.Spec.Templates {
-		if t.Provision == v1alpha1.ProvisionUpFront && !slices.Contains(s.missing, fmt.Sprintf("%s %q", course.Ref(t).Kind, t.Name)) {
+		if t.Provision == v1alpha1.ProvisionUpFront && !slices.Contains(s.missing, course.Ref(t)) {
 			upFront = append(upFront, course.Ref(t))
 		}
 	}

@@ -49,13 +49,7 @@ func TestCourseFromAGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		return f.server.Reader.Get(ctx, client.ObjectKeyFromObject(course), &v1alpha1.Course{}) == nil &&
-			f.server.Reader.Get(ctx, client.ObjectKeyFromObject(lab), &v1alpha1.Template{}) == nil, nil
-	})
-	if err != nil {
-		t.Fatal("the course never reached the gateway's cache")
-	}
+	f.waitCached(t, lab, course)
 
 	start := time.Now()
 	for i := range 200 {
@@ -96,7 +90,7 @@ func TestCourseFromAGroup(t *testing.T) {
 		t.Errorf("a fellow student opening g000's environment: %s, want 404", resp.Status)
 	}
 	// The instructor opens it: it starts (the one place), and is served.
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		resp, body := get(t, http.DefaultClient, url, as("ta", "db-staff"))
 		return resp.StatusCode == http.StatusOK && strings.Contains(body, `"user":"ta"`), nil
 	})

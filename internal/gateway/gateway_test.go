@@ -229,6 +229,20 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	return fixture{ns: ns, gateway: gw, server: srv, metrics: reg}
 }
 
+// waitCached waits until the gateway's cache shows every one of objs.
+func (f fixture) waitCached(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		into := o.DeepCopyObject().(client.Object)
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			return f.server.Reader.Get(ctx, client.ObjectKeyFromObject(o), into) == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("%T %s never reached the gateway's cache", o, o.GetName())
+		}
+	}
+}
+
 func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -581,12 +595,7 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The gateway reads templates from its cache.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		return f.server.Reader.Get(ctx, client.ObjectKeyFromObject(lab), &v1alpha1.Template{}) == nil, nil
-	})
-	if err != nil {
-		t.Fatal("template never reached the gateway's cache")
-	}
+	f.waitCached(t, lab)
 
 	signIn(t, browser(t), f.gateway.URL, "carol", "carol-pw")
 	// Concurrent sign-ins, as from several replicas, create nothing more.
@@ -631,12 +640,7 @@ func TestAutoProvisionedIsReadableAtOnce(t *testing.T) {
 	if err := env.Client.Create(ctx, lab); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		return f.server.Reader.Get(ctx, client.ObjectKeyFromObject(lab), &v1alpha1.Template{}) == nil, nil
-	})
-	if err != nil {
-		t.Fatal("template never reached the gateway's cache")
-	}
+	f.waitCached(t, lab)
 	for i := range 20 {
 		user := fmt.Sprintf("student%d", i)
 		n, err := f.server.Provisioner.Provision(ctx, session.Identity{User: user, Email: user + "@readable.example.ac.jp"})

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,16 +66,7 @@ func (o *options) courseListCommand() *cobra.Command {
 func (o *options) printCourses(list *v1alpha1.CourseList, output string) error {
 	switch output {
 	case "json", "yaml":
-		list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("CourseList"))
-		for i := range list.Items {
-			list.Items[i].SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Course"))
-			list.Items[i].ManagedFields = nil
-		}
-		var p printers.ResourcePrinter = &printers.JSONPrinter{}
-		if output == "yaml" {
-			p = &printers.YAMLPrinter{}
-		}
-		return p.PrintObj(list, o.io.Out)
+		return o.printStructured(list, "Course", output)
 	case "":
 	default:
 		return fmt.Errorf("--output %q: want json or yaml", output)

@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -140,16 +143,7 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 	sortUserlands(list.Items)
 	switch output {
 	case "json", "yaml":
-		list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("UserlandList"))
-		for i := range list.Items {
-			list.Items[i].SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Userland"))
-			list.Items[i].ManagedFields = nil
-		}
-		var p printers.ResourcePrinter = &printers.JSONPrinter{}
-		if output == "yaml" {
-			p = &printers.YAMLPrinter{}
-		}
-		return p.PrintObj(list, o.io.Out)
+		return o.printStructured(list, "Userland", output)
 	case "", "wide":
 	default:
 		return fmt.Errorf("--output %q: want wide, json or yaml", output)
@@ -184,6 +178,27 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 		_, _ = fmt.Fprintln(w, strings.Join(row, "\t"))
 	}
 	return w.Flush()
+}
+
+// printStructured writes a list of kind as JSON or YAML, as kubectl's -o
+// does: with kinds set and without managed fields.
+func (o *options) printStructured(list client.ObjectList, kind, output string) error {
+	list.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kind + "List"))
+	err := meta.EachListItem(list, func(obj k8sruntime.Object) error {
+		obj.GetObjectKind().SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(kind))
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var p printers.ResourcePrinter = &printers.JSONPrinter{}
+	if output == "yaml" {
+		p = &printers.YAMLPrinter{}
+	}
+	return p.PrintObj(list, o.io.Out)
 }
 
 // suspendedBy is the SUSPENDED column: false, owner (its user stopped it

@@ -46,8 +46,13 @@ type Resolved struct {
 // Resolve reads the template a Userland refers to from c (a cache). A
 // missing template is a NotFound error (apierrors.IsNotFound).
 func Resolve(ctx context.Context, c client.Reader, ul *v1alpha1.Userland) (*Resolved, error) {
-	ref := ul.Spec.TemplateRef
-	r := &Resolved{Kind: ref.Kind, Name: ref.Name, Key: UserlandKey(ul)}
+	return ResolveRef(ctx, c, ul.Namespace, ul.Spec.TemplateRef)
+}
+
+// ResolveRef reads the template ref names for something in namespace (a
+// Userland, or a Course offering it).
+func ResolveRef(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TemplateReference) (*Resolved, error) {
+	r := &Resolved{Kind: ref.Kind, Name: ref.Name, Key: Key(ref.Kind, namespace, ref.Name)}
 	switch ref.Kind {
 	case v1alpha1.TemplateKindClusterTemplate:
 		var ct v1alpha1.ClusterTemplate
@@ -58,8 +63,8 @@ func Resolve(ctx context.Context, c client.Reader, ul *v1alpha1.Userland) (*Reso
 	default:
 		r.Kind = v1alpha1.TemplateKindTemplate
 		var t v1alpha1.Template
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: ref.Name}, &t); err != nil {
-			return nil, fmt.Errorf("getting template %s/%s: %w", ul.Namespace, ref.Name, err)
+		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &t); err != nil {
+			return nil, fmt.Errorf("getting template %s/%s: %w", namespace, ref.Name, err)
 		}
 		r.Spec = &t.Spec
 	}

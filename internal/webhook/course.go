@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,21 +78,11 @@ func (v *CourseValidator) templateProblem(ctx context.Context, namespace string,
 		}
 		return "", fmt.Errorf("getting clustertemplate %s: %w", ref.Name, err)
 	}
-	if ct.Spec.AllowedNamespaces == nil {
-		return "", nil
+	allowed, _, err := allowsNamespace(ctx, v.Reader, &ct, namespace)
+	if err != nil || allowed {
+		return "", err
 	}
-	selector, err := metav1.LabelSelectorAsSelector(ct.Spec.AllowedNamespaces)
-	if err != nil {
-		return "", fmt.Errorf("clustertemplate %s has an invalid allowedNamespaces: %w", ct.Name, err)
-	}
-	var ns corev1.Namespace
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
-		return "", fmt.Errorf("getting namespace %s: %w", namespace, err)
-	}
-	if !selector.Matches(labels.Set(ns.Labels)) {
-		return fmt.Sprintf("ClusterTemplate %q does not allow namespace %q", ct.Name, namespace), nil
-	}
-	return "", nil
+	return fmt.Sprintf("ClusterTemplate %q does not allow namespace %q", ct.Name, namespace), nil
 }
 
 // ValidateUpdate checks a changed Course. Templates are looked up again

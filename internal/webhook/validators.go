@@ -105,22 +105,29 @@ func (v *UserlandValidator) ValidateCreate(ctx context.Context, ul *v1alpha1.Use
 	if err := v.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
 		return missingTemplateWarning(err, "ClusterTemplate", ref.Name, "")
 	}
+	allowed, selector, err := allowsNamespace(ctx, v.Reader, &ct, ul.Namespace)
+	if err != nil || allowed {
+		return nil, err
+	}
+	return nil, invalid("Userland", ul.Name, field.ErrorList{field.Forbidden(refPath.Child("name"),
+		fmt.Sprintf("ClusterTemplate %q does not allow namespace %q (its allowedNamespaces selector is %s)", ct.Name, ul.Namespace, selector))})
+}
+
+// allowsNamespace reports whether ct's allowedNamespaces admits namespace,
+// and the selector it applied (nil when ct admits every namespace).
+func allowsNamespace(ctx context.Context, r client.Reader, ct *v1alpha1.ClusterTemplate, namespace string) (bool, labels.Selector, error) {
 	if ct.Spec.AllowedNamespaces == nil {
-		return nil, nil
+		return true, nil, nil
 	}
 	selector, err := metav1.LabelSelectorAsSelector(ct.Spec.AllowedNamespaces)
 	if err != nil {
-		return nil, fmt.Errorf("clustertemplate %s has an invalid allowedNamespaces: %w", ct.Name, err)
+		return false, nil, fmt.Errorf("clustertemplate %s has an invalid allowedNamespaces: %w", ct.Name, err)
 	}
 	var ns corev1.Namespace
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: ul.Namespace}, &ns); err != nil {
-		return nil, fmt.Errorf("getting namespace %s: %w", ul.Namespace, err)
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
+		return false, nil, fmt.Errorf("getting namespace %s: %w", namespace, err)
 	}
-	if !selector.Matches(labels.Set(ns.Labels)) {
-		return nil, invalid("Userland", ul.Name, field.ErrorList{field.Forbidden(refPath.Child("name"),
-			fmt.Sprintf("ClusterTemplate %q does not allow namespace %q (its allowedNamespaces selector is %s)", ct.Name, ul.Namespace, selector))})
-	}
-	return nil, nil
+	return selector.Matches(labels.Set(ns.Labels)), selector, nil
 }
 
 func missingTemplateWarning(err error, kind, name, namespace string) (admission.Warnings, error) {

@@ -96,7 +96,7 @@ func (p Policy) Check(ctx context.Context, r client.Reader, id session.Identity,
 	if name := ul.Labels[v1alpha1.LabelCourse]; name != "" {
 		var c v1alpha1.Course
 		if err := r.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, &c); err == nil &&
-			course.IsStaff(&c, course.Member{User: id.User, Email: id.Email, Groups: id.Groups}) {
+			course.IsStaff(&c, id.Member()) {
 			return &ul, CourseStaff
 		}
 	}

@@ -40,7 +40,7 @@ func (d *Dashboard) staffCourse(ctx context.Context, r *http.Request, id session
 	if key.Namespace == "" || key.Name == "" || d.Reader.Get(ctx, key, &c) != nil {
 		return nil
 	}
-	if !d.Policy.IsAdmin(id) && !course.IsStaff(&c, member(id)) {
+	if !d.Policy.IsAdmin(id) && !course.IsStaff(&c, id.Member()) {
 		return nil
 	}
 	return &c
@@ -63,7 +63,7 @@ func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Id
 		http.NotFound(w, r)
 		return
 	}
-	back := fmt.Sprintf("%s?namespace=%s&name=%s", CoursePath, urlQueryEscape(c.Namespace), urlQueryEscape(c.Name))
+	back := coursePage(c)
 	switch r.Method {
 	case http.MethodGet:
 		d.coursePage(w, r, id, c)
@@ -162,7 +162,12 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 		Back     string
 		Now      time.Time
 	}{d.pageFor(ctx, r, id, "Course: "+courseTitle(c)), c, course.PhaseAt(c, now), members, queue, problems,
-		fmt.Sprintf("%s?namespace=%s&name=%s", CoursePath, urlQueryEscape(c.Namespace), urlQueryEscape(c.Name)), now})
+		coursePage(c), now})
+}
+
+// coursePage is the address of c's page.
+func coursePage(c *v1alpha1.Course) string {
+	return fmt.Sprintf("%s?namespace=%s&name=%s", CoursePath, urlQueryEscape(c.Namespace), urlQueryEscape(c.Name))
 }
 
 func courseTitle(c *v1alpha1.Course) string {
@@ -242,5 +247,5 @@ func (d *Dashboard) courseImport(w http.ResponseWriter, r *http.Request, id sess
 		Added, Existing, Rejected int
 		Back                      string
 	}{d.pageFor(ctx, r, id, "Roster import: "+courseTitle(c)), c, results, counts[roster.Created], counts[roster.Existing], counts[roster.Rejected],
-		fmt.Sprintf("%s?namespace=%s&name=%s", CoursePath, urlQueryEscape(c.Namespace), urlQueryEscape(c.Name))})
+		coursePage(c)})
 }

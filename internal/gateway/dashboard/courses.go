@@ -13,10 +13,6 @@ import (
 	"github.com/userland-dev/userland/internal/templates"
 )
 
-func member(id session.Identity) course.Member {
-	return course.Member{User: id.User, Email: id.Email, Groups: id.Groups}
-}
-
 // courseStaff remembers, for one listing, which courses id is staff of.
 type courseStaff map[types.NamespacedName]bool
 
@@ -33,7 +29,7 @@ func (m *courseStaff) of(ctx context.Context, r client.Reader, id session.Identi
 	staff, ok := (*m)[key]
 	if !ok {
 		var c v1alpha1.Course
-		staff = r.Get(ctx, key, &c) == nil && course.IsStaff(&c, member(id))
+		staff = r.Get(ctx, key, &c) == nil && course.IsStaff(&c, id.Member())
 		(*m)[key] = staff
 	}
 	return staff
@@ -47,7 +43,7 @@ func (d *Dashboard) staffedCourses(ctx context.Context, id session.Identity) []v
 	}
 	var out []v1alpha1.Course
 	for i := range list.Items {
-		if course.IsStaff(&list.Items[i], member(id)) {
+		if course.IsStaff(&list.Items[i], id.Member()) {
 			out = append(out, list.Items[i])
 		}
 	}
@@ -74,7 +70,7 @@ func (d *Dashboard) courseCards(ctx context.Context, id session.Identity) []Cour
 	var out []CourseCard
 	for i := range list.Items {
 		c := &list.Items[i]
-		role, _ := course.Match(c, member(id))
+		role, _ := course.Match(c, id.Member())
 		if role == course.None {
 			continue
 		}
@@ -84,9 +80,7 @@ func (d *Dashboard) courseCards(ctx context.Context, id session.Identity) []Cour
 		}
 		for _, t := range c.Spec.Templates {
 			name := t.Name
-			probe := &v1alpha1.Userland{}
-			probe.Namespace, probe.Spec.TemplateRef = c.Namespace, course.Ref(t)
-			if resolved, err := templates.Resolve(ctx, d.Reader, probe); err == nil && resolved.Spec.DisplayName != "" {
+			if resolved, err := templates.ResolveRef(ctx, d.Reader, c.Namespace, course.Ref(t)); err == nil && resolved.Spec.DisplayName != "" {
 				name = resolved.Spec.DisplayName
 			}
 			card.Offers = append(card.Offers, name)

@@ -15,29 +15,6 @@ import (
 	"github.com/userland-dev/userland/internal/templates"
 )
 
-// member is id as the course rules see it.
-func member(id session.Identity) course.Member {
-	return course.Member{User: id.User, Email: id.Email, Groups: id.Groups}
-}
-
-// Courses lists the courses id is on the roster of, students' and staff's
-// alike, with id's role in each.
-func (p *Provisioner) Courses(ctx context.Context, id session.Identity) ([]v1alpha1.Course, []course.Role, error) {
-	var list v1alpha1.CourseList
-	if err := p.Reader.List(ctx, &list); err != nil {
-		return nil, nil, fmt.Errorf("listing courses: %w", err)
-	}
-	var out []v1alpha1.Course
-	var roles []course.Role
-	for _, c := range list.Items {
-		if role, _ := course.Match(&c, member(id)); role != course.None {
-			out = append(out, c)
-			roles = append(roles, role)
-		}
-	}
-	return out, roles, nil
-}
-
 // courseCandidates are the environments id's courses give them, every
 // template of each course whatever its provision mode (a group's members
 // are known only now), until the term ends.
@@ -49,7 +26,7 @@ func (p *Provisioner) courseCandidates(ctx context.Context, id session.Identity)
 	var out []Candidate
 	for i := range list.Items {
 		c := &list.Items[i]
-		role, basis := course.Match(c, member(id))
+		role, basis := course.Match(c, id.Member())
 		if role == course.None || !time.Now().Before(c.Spec.Term.End.Time) {
 			continue
 		}
@@ -57,9 +34,7 @@ func (p *Provisioner) courseCandidates(ctx context.Context, id session.Identity)
 			ref := course.Ref(t)
 			// The template's words for the dashboard; a missing template
 			// is the course's condition to report, not a sign-in error.
-			probe := &v1alpha1.Userland{}
-			probe.Namespace, probe.Spec.TemplateRef = c.Namespace, ref
-			resolved, err := templates.Resolve(ctx, p.Reader, probe)
+			resolved, err := templates.ResolveRef(ctx, p.Reader, c.Namespace, ref)
 			if err != nil {
 				continue
 			}

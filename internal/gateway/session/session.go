@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/securecookie"
+
+	"github.com/userland-dev/userland/internal/course"
 )
 
 // CookieName is the session cookie's name (with the __Host- prefix when
@@ -29,6 +31,11 @@ type Identity struct {
 	Email string `json:"e,omitempty"`
 	// Groups are the identity provider's groups.
 	Groups []string `json:"g,omitempty"`
+}
+
+// Member is the identity as a course's roster rules see it.
+func (id Identity) Member() course.Member {
+	return course.Member{User: id.User, Email: id.Email, Groups: id.Groups}
 }
 
 // payload is what the cookie carries: the identity and its own expiry, so
