@@ -43,26 +43,25 @@ var patches = []patch{
 	{kinds: templateKinds, path: "spec.podTemplate.spec.containers", set: map[string]any{"maxItems": 16}},
 	{kinds: templateKinds, path: "spec.podTemplate.spec.containers.[].name", set: map[string]any{"maxLength": 63}},
 	{kinds: templateKinds, path: "spec.podTemplate.spec.containers.[].ports", set: map[string]any{"maxItems": 64}},
-	{kinds: []string{"Userland"}, path: "metadata", set: map[string]any{
+	labelName("Userland", "^[a-z]([-a-z0-9]*[a-z0-9])?$",
+		"must start with a letter and contain only lower-case letters, digits and '-': it names the environment's Service"),
+	labelName("Course", "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+		"must be a DNS-1123 label: it is the value of its Userlands' userland.dev/course label"),
+}
+
+// labelName limits kind's metadata.name to a 63-character label matching
+// pattern.
+func labelName(kind, pattern, message string) patch {
+	return patch{kinds: []string{kind}, path: "metadata", set: map[string]any{
 		"properties": map[string]any{"name": map[string]any{
 			"type":      "string",
 			"maxLength": 63,
 			"x-kubernetes-validations": []any{map[string]any{
-				"rule":    "self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-				"message": "must start with a letter and contain only lower-case letters, digits and '-': it names the environment's Service",
+				"rule":    "self.matches('" + pattern + "')",
+				"message": message,
 			}},
 		}},
-	}},
-	{kinds: []string{"Course"}, path: "metadata", set: map[string]any{
-		"properties": map[string]any{"name": map[string]any{
-			"type":      "string",
-			"maxLength": 63,
-			"x-kubernetes-validations": []any{map[string]any{
-				"rule":    "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
-				"message": "must be a DNS-1123 label: it is the value of its Userlands' userland.dev/course label",
-			}},
-		}},
-	}},
+	}}
 }
 
 func main() {
