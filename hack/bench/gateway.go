@@ -161,6 +161,18 @@ type loadResult struct {
 	Errors   int
 	RPS      float64
 	P50, P99 time.Duration
+	// ServerCPU is the CPU time (user and system) the process serving the
+	// target spent during the run, when measured: on this shared 2-core
+	// machine a steadier figure of a proxy's own cost than its throughput.
+	ServerCPU time.Duration
+}
+
+// CPUPerRequest is ServerCPU spread over the requests served.
+func (r loadResult) CPUPerRequest() time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.ServerCPU / time.Duration(r.Requests)
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

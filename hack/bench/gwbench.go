@@ -26,8 +26,11 @@ type gatewayResult struct {
 	Small, Big           map[string]loadResult
 	Half                 map[string]loadResult
 	SmallRatio, BigRatio map[string]float64
-	HalfRate             float64
-	WebSockets           map[int]map[string]wsResult
+	// SmallCPU is each target's median, over rounds, of the serving
+	// process's CPU time per small GET.
+	SmallCPU   map[string]time.Duration
+	HalfRate   float64
+	WebSockets map[int]map[string]wsResult
 	// ActivityRecorded is whether each routed environment's last activity
 	// was written by the end of the load runs.
 	ActivityRecorded            map[string]bool
@@ -107,27 +110,34 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	at := func(name, path string) target { t := targets[name]; t.URL += path; return t }
 
 	logf("gateway: closed loop, %d workers, %d rounds of %s per target", o.concurrency, o.rounds, o.loadFor)
+	pids := map[string]int{targetDirect: up.cmd.Process.Pid, targetBare: bare.cmd.Process.Pid,
+		targetPath: gwProc.cmd.Process.Pid, targetSubdomain: gwProc.cmd.Process.Pid}
 	small := interleaved(o.rounds, targetOrder, func(name string) loadResult {
-		var profile chan string
-		if _, done := res.Profiles[name]; !done && (name == targetPath || name == targetSubdomain) {
-			// Profiled from a second in, for most of the first round.
-			profile = make(chan string, 1)
-			go func() {
-				time.Sleep(time.Second)
-				profile <- cpuProfile(http.DefaultClient, "http://"+gw.pprof, filepath.Join(dir, "gateway-"+name+".pprof"), o.loadFor-2*time.Second)
-			}()
-		}
+		before := cpuSeconds(pids[name])
 		r := load(at(name, "/small"), o.concurrency, 0, o.loadFor)
-		if profile != nil {
-			res.Profiles[name] = <-profile
-		}
+		r.ServerCPU = time.Duration((cpuSeconds(pids[name]) - before) * float64(time.Second))
 		return r
 	})
+	// Profiled in runs of their own, after the scored rounds: the
+	// profiler's own cost must not fall on a round the ratios count.
+	for _, name := range []string{targetPath, targetSubdomain} {
+		profile := make(chan string, 1)
+		go func() {
+			time.Sleep(time.Second)
+			profile <- cpuProfile(http.DefaultClient, "http://"+gw.pprof, filepath.Join(dir, "gateway-"+name+".pprof"), o.loadFor-2*time.Second)
+		}()
+		load(at(name, "/small"), o.concurrency, 0, o.loadFor)
+		res.Profiles[name] = <-profile
+	}
 	big := interleaved(o.rounds, targetOrder, func(name string) loadResult {
 		return load(at(name, "/big"), o.concurrency/4, 0, o.loadFor)
 	})
 	rps := func(r loadResult) float64 { return r.RPS }
 	res.Small, res.Big = medians(small, rps), medians(big, rps)
+	res.SmallCPU = map[string]time.Duration{}
+	for name, runs := range small {
+		res.SmallCPU[name] = medianBy(runs, func(r loadResult) float64 { return float64(r.CPUPerRequest()) }).CPUPerRequest()
+	}
 	res.SmallRatio, res.BigRatio = map[string]float64{}, map[string]float64{}
 	for _, name := range targetOrder {
 		res.SmallRatio[name] = pairedRatio(small[name], small[targetBare])

@@ -157,12 +157,14 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 		p("")
 		p("Closed loop, %d workers for small GETs (64 B) and %d for 1 MiB responses; each target ran %d rounds of %s, interleaved (direct, bare, gateway, subdomain, then in a shuffled order each round, a second apart), and the round with the median throughput is shown (the median p99 for the open loop). The ratios in the targets are the median, over rounds, of each target's throughput over the bare proxy's in the same round, so a slow or fast minute on this shared machine falls on both sides of a ratio. `gateway` is routed by path on the main host with the session cookie; `subdomain` is another environment of the same user on its own host under the environment domain (`--base-domain`), with that host's own cookie from the sign-in hand-off, its Userland read by the readable host label (hashed labels go through an index). Both are authorised against the informer cache and proxied with activity recorded (last activity written: path %v, subdomain %v).", o.concurrency, o.concurrency/4, o.rounds, o.loadFor, gw.ActivityRecorded[targetPath], gw.ActivityRecorded[targetSubdomain])
 		p("")
-		p("| target | small req/s | small p50 | small p99 | 1 MiB req/s | 1 MiB p99 | errors |")
-		p("|---|---|---|---|---|---|---|")
+		p("| target | small req/s | small p50 | small p99 | serving process CPU per small GET | 1 MiB req/s | 1 MiB p99 | errors |")
+		p("|---|---|---|---|---|---|---|---|")
 		for _, name := range targetOrder {
 			s, bg := gw.Small[name], gw.Big[name]
-			p("| %s | %.0f | %s | %s | %.0f | %s | %d |", name, s.RPS, ms(s.P50), ms(s.P99), bg.RPS, ms(bg.P99), s.Errors+bg.Errors)
+			p("| %s | %.0f | %s | %s | %.1f µs | %.0f | %s | %d |", name, s.RPS, ms(s.P50), ms(s.P99), float64(gw.SmallCPU[name])/float64(time.Microsecond), bg.RPS, ms(bg.P99), s.Errors+bg.Errors)
 		}
+		p("")
+		p("CPU per small GET is the serving process's user and system time during each round over the requests it served, median over rounds (direct: the upstream itself; gateway and subdomain: the gateway process). On a shared 2-core machine it moves less than throughput does, so it shows what the gateway's own work costs beside the bare proxy's. The CPU profiles below come from one extra run per routing mode after the scored rounds, so the profiler's cost falls on no round the ratios count.")
 		p("")
 		p("Open loop at %.0f req/s (half the gateway's closed-loop maximum):", gw.HalfRate)
 		p("")

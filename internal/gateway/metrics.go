@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,7 +15,10 @@ import (
 // Metrics are the gateway's Prometheus metrics, served on the separate
 // metrics port.
 type Metrics struct {
-	requests       *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	// byCode holds requests' counter per status code once first used:
+	// looking a label up hashes it under a lock, on every request.
+	byCode         [600]atomic.Pointer[prometheus.Counter]
 	upstream       prometheus.Histogram
 	websockets     prometheus.Gauge
 	wakes          prometheus.Counter
@@ -59,6 +63,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) signinFailed(reason string) {
 	if m != nil {
 		m.signinFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// answered counts a response by its status code.
+func (m *Metrics) answered(code int) {
+	switch {
+	case m == nil:
+	case code < 0 || code >= len(m.byCode):
+		m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+	default:
+		c := m.byCode[code].Load()
+		if c == nil {
+			counter := m.requests.WithLabelValues(strconv.Itoa(code))
+			c = &counter
+			m.byCode[code].Store(c)
+		}
+		(*c).Inc()
 	}
 }
 
@@ -107,9 +128,7 @@ func observe(next http.Handler, m *Metrics, log logr.Logger) http.Handler {
 				code = http.StatusSwitchingProtocols
 			}
 		}
-		if m != nil {
-			m.requests.WithLabelValues(strconv.Itoa(code)).Inc()
-		}
+		m.answered(code)
 		log.Info("request", "method", r.Method, "host", r.Host, "path", r.URL.EscapedPath(), "status", code,
 			"bytes", rec.bytes, "duration", time.Since(start).Round(time.Microsecond).String(), "remote", r.RemoteAddr)
 	})

@@ -2,6 +2,7 @@ package route
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,33 @@ func FuzzFromPath(f *testing.F) {
 		}
 		if hasDotSegment(target.Rest) || strings.Contains(target.Name+target.Namespace, "%") {
 			t.Fatalf("%q: accepted a dot segment or escape", path)
+		}
+	})
+}
+
+// FuzzHandWrittenMatchers checks validLabel and hasDotSegment, written out
+// for speed, against their plain statements: the DNS-label regular
+// expression, and "a segment that is . or .. once %2e is decoded".
+func FuzzHandWrittenMatchers(f *testing.F) {
+	for _, seed := range []string{"a", "a-b", "-a", "a-", "A", strings.Repeat("a", 63), strings.Repeat("a", 64), "", "/u/a/%2E%2e/", "/u/a/.%2e", "/u/a/...", "/u/a/%2e%2e%2e/", "%2", "./", "/%2e"} {
+		f.Add(seed)
+	}
+	label := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dotSegment := func(p string) bool {
+		for _, seg := range strings.Split(p, "/") {
+			s := strings.ReplaceAll(strings.ToLower(seg), "%2e", ".")
+			if s == "." || s == ".." {
+				return true
+			}
+		}
+		return false
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validLabel(s), len(s) <= 63 && label.MatchString(s); got != want {
+			t.Fatalf("validLabel(%q) = %v, want %v", s, got, want)
+		}
+		if got, want := hasDotSegment(s), dotSegment(s); got != want {
+			t.Fatalf("hasDotSegment(%q) = %v, want %v", s, got, want)
 		}
 	})
 }
