@@ -75,25 +75,18 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 		case v1alpha1.StoppedIdle:
 			row.Message = "stopped because nobody used it; opening it starts it again"
 		case v1alpha1.StoppedQueued, v1alpha1.StoppedBeforeTerm, v1alpha1.StoppedTermEnded, v1alpha1.StoppedUnenrolled:
-			// The controller's words: the place in line, the term's dates.
+			// A course holds it: the reason is the phase shown, and the
+			// controller's words (the place in line, the term's dates)
+			// the message.
+			row.Phase = string(ul.Status.StoppedReason)
 		default:
 			row.Message = "stopped"
 		}
-		row.Phase = cmp.Or(stoppedPhase[ul.Status.StoppedReason], row.Phase)
 	}
 	// A queued environment has asked to run: Stop (leave the line) is
 	// what makes sense, not Start, which would only move it back in line.
 	row.Running = !ul.Spec.Suspend && (ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason == v1alpha1.StoppedQueued)
 	return row
-}
-
-// stoppedPhase names the phases a course holds an environment in, as the
-// dashboard shows them.
-var stoppedPhase = map[v1alpha1.StoppedReason]string{
-	v1alpha1.StoppedQueued:     string(v1alpha1.StoppedQueued),
-	v1alpha1.StoppedBeforeTerm: string(v1alpha1.StoppedBeforeTerm),
-	v1alpha1.StoppedTermEnded:  string(v1alpha1.StoppedTermEnded),
-	v1alpha1.StoppedUnenrolled: string(v1alpha1.StoppedUnenrolled),
 }
 
 // Title is what people call an environment: its template's display name

@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,7 +26,7 @@ func (p *Provisioner) courseCandidates(ctx context.Context, id session.Identity)
 	for i := range list.Items {
 		c := &list.Items[i]
 		role, basis := course.Match(c, id.Member())
-		if role == course.None || !time.Now().Before(c.Spec.Term.End.Time) {
+		if role == course.None || !p.now().Before(c.Spec.Term.End.Time) {
 			continue
 		}
 		for _, t := range c.Spec.Templates {

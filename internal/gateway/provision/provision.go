@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +30,15 @@ type Provisioner struct {
 	// ClusterTemplateNamespace is where Userlands from ClusterTemplates are
 	// created; empty skips ClusterTemplates.
 	ClusterTemplateNamespace string
+	// Now is the clock course terms are read against (time.Now when nil).
+	Now func() time.Time
+}
+
+func (p *Provisioner) now() time.Time {
+	if p.Now == nil {
+		return time.Now()
+	}
+	return p.Now()
 }
 
 // Admits reports whether an autoProvision rule lets id self-provision.
