@@ -58,12 +58,12 @@ func (r *UserlandReconciler) resolveCourse(ctx context.Context, s *reconcileStat
 // once the course allows it again it starts when its user next asks.
 func (r *UserlandReconciler) applyCourse(ctx context.Context, s *reconcileState, next map[string]string,
 	wasRunning bool, idleStoppedAt, lastActivity *time.Time) (time.Duration, error) {
+	if s.course == nil || s.ul.Spec.Suspend {
+		return 0, nil
+	}
 	wantSince := s.ul.CreationTimestamp.Time
 	if lastActivity != nil {
 		wantSince = *lastActivity
-	}
-	if s.course == nil || s.ul.Spec.Suspend {
-		return 0, nil
 	}
 	if !s.running {
 		// Stopped anyway (idle, never opened): the course's reason, when
@@ -87,14 +87,11 @@ func (r *UserlandReconciler) applyCourse(ctx context.Context, s *reconcileState,
 	return requeue, nil
 }
 
-// courseStop applies the course's rules to an environment the idle rules
-// would run: the term and the roster, then the running limit. It returns
+// courseStop applies the course's rules (s.course is set) to an
+// environment the idle rules would run: the term and the roster, then the running limit. It returns
 // why it may not run (empty: it may) and the time of the next term change
 // to requeue at.
 func (r *UserlandReconciler) courseStop(ctx context.Context, s *reconcileState, wasRunning bool, wantSince time.Time) (v1alpha1.StoppedReason, time.Duration, error) {
-	if s.course == nil {
-		return "", 0, nil
-	}
 	requeue := course.NextChange(s.course, s.now)
 	if why := course.StudentStop(s.course, s.role, s.now); why != "" {
 		return why, requeue, nil
