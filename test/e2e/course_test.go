@@ -89,7 +89,11 @@ func TestInstructorRunsACourseFromItsPage(t *testing.T) {
 	reload("the late student's environment", `!!document.querySelector('tr.member[data-user="cs3@uni.example.ac.jp"][data-name]')`)
 
 	do(t, staff, "starting everyone", chromedp.Click(chromedp.CSS("#start-all")), chromedp.WaitVisible(chromedp.CSS(".flash")))
-	reload("the queue", `!!document.getElementById("queue") && document.querySelectorAll("ol.queue li").length === 3`)
+	// Each queued environment's place is written when it is reconciled,
+	// so for a moment two can say the same place: wait for the settled
+	// line, then check it.
+	reload("the queue", `!!document.getElementById("queue") && document.querySelectorAll("ol.queue li").length === 3 &&
+		Array.from(document.querySelectorAll("ol.queue li")).every(function(l, i){ return l.textContent.indexOf("number " + (i+1) + " in line") >= 0; })`)
 	queue := eval[[]string](t, staff, `Array.from(document.querySelectorAll("ol.queue li")).map(function(l){ return l.textContent; })`)
 	for i, entry := range queue {
 		if !strings.Contains(entry, fmt.Sprintf("number %d in line", i+1)) {
