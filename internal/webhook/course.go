@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/course"
 )
 
@@ -40,6 +41,8 @@ func ValidateCourseSpec(spec *v1alpha1.CourseSpec, fldPath *field.Path) field.Er
 type CourseValidator struct {
 	// Reader reads templates and namespaces straight from the API server.
 	Reader client.Reader
+	// Access asks what the requester may do.
+	Access access.Reviewer
 }
 
 // ValidateCreate checks a new Course.

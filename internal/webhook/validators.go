@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/idle"
 )
 
@@ -40,6 +41,8 @@ func invalid(kind, name string, errs field.ErrorList) error {
 type TemplateValidator struct {
 	// PodSecurity is the enforced level.
 	PodSecurity *PodSecurity
+	// Access asks what the requester may do.
+	Access access.Reviewer
 }
 
 // ValidateCreate checks a new Template.
@@ -64,6 +67,8 @@ func (v *TemplateValidator) ValidateDelete(context.Context, *v1alpha1.Template) 
 type ClusterTemplateValidator struct {
 	// PodSecurity is the enforced level.
 	PodSecurity *PodSecurity
+	// Access asks what the requester may do.
+	Access access.Reviewer
 }
 
 // ValidateCreate checks a new ClusterTemplate.
@@ -91,6 +96,8 @@ type UserlandValidator struct {
 	// Reader reads templates and namespaces straight from the API server:
 	// admission is rare and must not act on a stale cache.
 	Reader client.Reader
+	// Access asks what the requester may do.
+	Access access.Reviewer
 }
 
 // ValidateCreate checks a new Userland.
