@@ -9,7 +9,10 @@ import (
 // which term and within which limits.
 type CourseSpec struct {
 	// DisplayName is what people call the course, e.g. "Databases 2026".
+	// Control characters are refused: kubectl would print them to a
+	// terminal, which would obey them.
 	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must not contain control characters"
 	// +optional
 	DisplayName string `json:"displayName,omitempty"`
 
@@ -74,16 +77,20 @@ type CourseTerm struct {
 
 // CourseStaff are a course's instructors and teaching assistants.
 type CourseStaff struct {
-	// Users are identities as the gateway sees them.
+	// Users are identities as the gateway sees them, without control
+	// characters.
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must not contain control characters"
 	// +listType=set
 	// +optional
 	Users []string `json:"users,omitempty"`
 
-	// Groups are identity-provider groups whose members are staff.
+	// Groups are identity-provider groups whose members are staff, without
+	// control characters.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must not contain control characters"
 	// +listType=set
 	// +optional
 	Groups []string `json:"groups,omitempty"`

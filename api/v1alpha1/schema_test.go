@@ -171,7 +171,7 @@ func TestInvalidManifestsAreRejectedNamingTheField(t *testing.T) {
 			set("Internet", "spec", "network", "egress"), set([]any{"10.20.1.5/16"}, "spec", "network", "allowedCIDRs"),
 		}, "spec.network.allowedCIDRs[0]", "no host bits"},
 		"allowed CIDRs with unrestricted egress": {validTemplate, []func(*unstructured.Unstructured){
-			set([]any{"10.20.0.0/16"}, "spec", "network", "allowedCIDRs"),
+			set("Unrestricted", "spec", "network", "egress"), set([]any{"10.20.0.0/16"}, "spec", "network", "allowedCIDRs"),
 		}, "spec.network.allowedCIDRs", "need egress Internet"},
 		"podTemplate missing": {validTemplate, []func(*unstructured.Unstructured){remove("spec", "podTemplate")},
 			"spec.podTemplate", "Required value"},

@@ -12,8 +12,11 @@ import (
 // +kubebuilder:validation:XValidation:rule="self.podTemplate.spec.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == self.http.port))",message="must equal the containerPort of a container in podTemplate",fieldPath=".http.port"
 // +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.all(v, !has(v.containers) || v.containers.all(n, self.podTemplate.spec.containers.exists(c, c.name == n)))",message="every name in volumes[].containers must be a container of podTemplate",fieldPath=".volumes"
 type TemplateSpec struct {
-	// DisplayName is the name people see in the dashboard, e.g. "VS Code".
+	// DisplayName is the name people see in the dashboard and in
+	// kubectl userland, e.g. "VS Code". Control characters are refused: a
+	// terminal would obey them.
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must not contain control characters"
 	// +optional
 	DisplayName string `json:"displayName,omitempty"`
 
@@ -57,8 +60,10 @@ type TemplateSpec struct {
 	AutoProvision *AutoProvisionSpec `json:"autoProvision,omitempty"`
 
 	// Network limits what the environment's pods may reach. Ingress is
-	// always limited to the gateway; egress is open unless this says
-	// otherwise. Enforcement needs a CNI that implements NetworkPolicy.
+	// always limited to the gateway. Egress is Internet unless this says
+	// Unrestricted: absent, the API server fills in network: {egress:
+	// Internet}. Enforcement needs a CNI that implements NetworkPolicy.
+	// +kubebuilder:default={}
 	// +optional
 	Network *NetworkSpec `json:"network,omitempty"`
 }
@@ -68,25 +73,54 @@ type TemplateSpec struct {
 type Egress string
 
 const (
-	// EgressUnrestricted leaves egress to the cluster's own policies.
+	// EgressUnrestricted leaves egress to the cluster's own policies: the
+	// controller writes no egress rules, so cloud metadata is reachable
+	// unless the cluster blocks it. Opt in only for environments that must
+	// reach other pods or the nodes.
 	EgressUnrestricted Egress = "Unrestricted"
-	// EgressInternet allows DNS (port 53) and public addresses only:
-	// private, shared, loopback and link-local ranges (other pods, the
-	// gateway, the API server, cloud metadata at 169.254.169.254) are
-	// denied, apart from allowedCIDRs.
+	// EgressInternet (the default) allows DNS to the cluster's DNS pods and
+	// public addresses only: private, shared, loopback and link-local
+	// ranges (other pods, the gateway, the API server) and cloud metadata
+	// (MetadataCIDRs) are denied, apart from allowedCIDRs, which never
+	// include cloud metadata either.
 	EgressInternet Egress = "Internet"
 )
+
+// MetadataCIDRs are link-local ranges and the cloud metadata and platform
+// endpoints that hand out node or workload credentials: 169.254.169.254
+// (AWS, GCP, Azure, OpenStack...) in 169.254.0.0/16, Azure's WireServer
+// 168.63.129.16, Alibaba's 100.100.100.200, and the IPv6 endpoints of AWS
+// (fd00:ec2::254) and GCP (fd20:ce::254). No egress rule the controller
+// writes admits them, and allowedCIDRs may not lie within them.
+var MetadataCIDRs = []string{
+	"169.254.0.0/16", "168.63.129.16/32", "100.100.100.200/32",
+	"fe80::/10", "fd00:ec2::254/128", "fd20:ce::254/128",
+}
+
+// EgressOf is the egress mode of a template's network: Internet when the
+// field is unset, as the API server defaults it.
+func EgressOf(n *NetworkSpec) Egress {
+	if n == nil || n.Egress == "" {
+		return EgressInternet
+	}
+	return n.Egress
+}
 
 // NetworkSpec limits an environment's network.
 // +kubebuilder:validation:XValidation:rule="!has(self.allowedCIDRs) || self.egress == 'Internet'",message="allowedCIDRs need egress Internet",fieldPath=".allowedCIDRs"
 type NetworkSpec struct {
-	// Egress is Unrestricted (the default) or Internet.
-	// +kubebuilder:default=Unrestricted
+	// Egress is Internet (the default: DNS to the cluster's DNS pods and
+	// public addresses only, never a private, link-local or cloud metadata
+	// address) or Unrestricted (no egress rules: the cluster's own
+	// policies decide, cloud metadata included).
+	// +kubebuilder:default=Internet
 	// +optional
 	Egress Egress `json:"egress,omitempty"`
 
 	// AllowedCIDRs are further destinations, on any port, that Internet
-	// egress admits, e.g. a campus database at 10.20.0.0/16.
+	// egress admits, e.g. a campus database at 10.20.0.0/16. None may lie
+	// within link-local or cloud metadata addresses, and those inside a
+	// wider network (0.0.0.0/0, say) stay closed.
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
@@ -96,6 +130,7 @@ type NetworkSpec struct {
 // CIDR is an IPv4 or IPv6 network in CIDR notation, e.g. 10.20.0.0/16.
 // +kubebuilder:validation:MaxLength=43
 // +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a network in CIDR notation with no host bits set, e.g. 10.20.0.0/16"
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || !['169.254.0.0/16', '168.63.129.16/32', '100.100.100.200/32', 'fe80::/10', 'fd00:ec2::254/128', 'fd20:ce::254/128'].exists(m, cidr(m).containsCIDR(self))",message="must not lie within link-local or cloud metadata addresses (169.254.0.0/16, 168.63.129.16/32, 100.100.100.200/32, fe80::/10, fd00:ec2::254/128, fd20:ce::254/128)"
 type CIDR string
 
 // Routing is how the gateway addresses an environment.
@@ -306,16 +341,19 @@ type RolloutSpec struct {
 // when they first sign in. A user matching any list qualifies.
 type AutoProvisionSpec struct {
 	// Users are identities as the gateway sees them (e-mail, login or OIDC
-	// subject).
+	// subject), without control characters.
 	// +kubebuilder:validation:MaxItems=10000
 	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must not contain control characters"
 	// +listType=set
 	// +optional
 	Users []string `json:"users,omitempty"`
 
-	// Groups are identity-provider groups whose members qualify.
+	// Groups are identity-provider groups whose members qualify, without
+	// control characters.
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('[\\\\x00-\\\\x1f\\\\x7f]')",message="must not contain control characters"
 	// +listType=set
 	// +optional
 	Groups []string `json:"groups,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -43,15 +44,19 @@ type Mapping struct {
 	UserPrefix, GroupPrefix string
 }
 
-// Subject maps an identity provider's user and groups.
+// Subject maps an identity provider's user and groups. A name the
+// identity provider chose must never land in the API server's reserved
+// "system:" names: a user so named is nobody (the empty Subject, never
+// allowed), and such groups are dropped, so an IdP group "system:masters"
+// grants nothing when no prefix is configured.
 func (m Mapping) Subject(user string, groups []string) Subject {
-	s := Subject{User: m.UserPrefix + user}
-	if len(groups) > 0 {
-		s.Groups = make([]string, 0, len(groups)+1)
-		for _, g := range groups {
-			if g != "" {
-				s.Groups = append(s.Groups, m.GroupPrefix+g)
-			}
+	if user == "" || strings.HasPrefix(m.UserPrefix+user, reserved) {
+		return Subject{}
+	}
+	s := Subject{User: m.UserPrefix + user, Groups: make([]string, 0, len(groups)+1)}
+	for _, g := range groups {
+		if g != "" && !strings.HasPrefix(m.GroupPrefix+g, reserved) {
+			s.Groups = append(s.Groups, m.GroupPrefix+g)
 		}
 	}
 	// Every authenticated request is in system:authenticated; RBAC
@@ -59,6 +64,9 @@ func (m Mapping) Subject(user string, groups []string) Subject {
 	s.Groups = append(s.Groups, "system:authenticated")
 	return s
 }
+
+// reserved starts the names Kubernetes keeps for itself.
+const reserved = "system:"
 
 // Action is what the subject would do: a verb on a resource, as RBAC
 // names them. Group is the API group ("" for the core group).

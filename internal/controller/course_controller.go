@@ -63,6 +63,8 @@ type courseState struct {
 	volumeProblem *finding
 	// waiting says what retirement waits for.
 	waiting string
+	// snapshotMismatch is the first final snapshot retirement refused.
+	snapshotMismatch *finding
 }
 
 // Reconcile runs the course phases and writes status once.
@@ -166,6 +168,8 @@ func (r *CourseReconciler) summarizeCourse(s *courseState, err error) {
 		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonTemplateNotFound, "a template of the course is missing (see TemplatesResolved)")
 	case s.volumeProblem != nil:
 		set(v1alpha1.ConditionReady, false, s.volumeProblem.reason, s.volumeProblem.message)
+	case s.snapshotMismatch != nil:
+		set(v1alpha1.ConditionReady, false, s.snapshotMismatch.reason, s.snapshotMismatch.message)
 	case s.waiting != "":
 		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonSnapshotsPending, s.waiting)
 	default:

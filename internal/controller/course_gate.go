@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,9 +49,34 @@ func (r *UserlandReconciler) resolveCourse(ctx context.Context, s *reconcileStat
 		}
 		return ctrl.Result{}, fmt.Errorf("getting course %s/%s: %w", s.ul.Namespace, name, err)
 	}
+	if err := r.dropPrivateClaims(ctx, &c); err != nil {
+		return ctrl.Result{}, err
+	}
 	s.course = &c
 	s.role = course.RoleOf(&c, s.ul)
 	return ctrl.Result{}, nil
+}
+
+// dropPrivateClaims removes from c (a copy) the shared volumes whose
+// claim is a Userland's: a course must never hand one person's data to
+// its students, or read-write to its staff. The webhook refuses such
+// claims; this holds for courses admitted before it, or a claim labelled
+// since. The cache holds exactly the claims Userland manages, so a claim
+// it does not hold is not a Userland's; the course reports the ones
+// dropped (ReasonClaimOfUserland).
+func (r *UserlandReconciler) dropPrivateClaims(ctx context.Context, c *v1alpha1.Course) error {
+	kept := c.Spec.SharedVolumes[:0:0]
+	for _, v := range c.Spec.SharedVolumes {
+		obj, err := r.getCached(ctx, types.NamespacedName{Namespace: c.Namespace, Name: v.ClaimName}, &corev1.PersistentVolumeClaim{})
+		if err != nil {
+			return fmt.Errorf("checking shared claim of course %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		if obj == nil || !course.IsUserlandClaim(obj.(*corev1.PersistentVolumeClaim)) {
+			kept = append(kept, v)
+		}
+	}
+	c.Spec.SharedVolumes = kept
+	return nil
 }
 
 // applyCourse stops an environment the idle rules would run when its

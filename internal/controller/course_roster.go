@@ -30,11 +30,23 @@ const claimRecheck = 30 * time.Second
 // checkSharedVolumes finds the first shared claim that every environment
 // of the course could not mount: missing, unbound, or limited to one
 // node. Environments mount it regardless; the condition says why theirs
-// may not start.
+// may not start. A claim that is a Userland's (a person's data, which the
+// webhook refuses but which may have been named before, or labelled
+// since) is reported before any other problem, and environments do not
+// mount it (UserlandReconciler.shareableCourse).
 func (r *CourseReconciler) checkSharedVolumes(ctx context.Context, s *courseState) (ctrl.Result, error) {
 	for _, v := range s.c.Spec.SharedVolumes {
 		var pvc corev1.PersistentVolumeClaim
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.c.Namespace, Name: v.ClaimName}, &pvc)
+		if err == nil && course.IsUserlandClaim(&pvc) {
+			s.volumeProblem = &finding{v1alpha1.ReasonClaimOfUserland,
+				fmt.Sprintf("shared volume %s: claim %q belongs to a Userland (a person's data), so no environment of the course mounts it; put course material in a claim of its own",
+					v.Name, v.ClaimName)}
+			return ctrl.Result{RequeueAfter: claimRecheck}, nil
+		}
+		if s.volumeProblem != nil {
+			continue // the first other problem is reported; only a Userland's claim overrides it
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			s.volumeProblem = &finding{v1alpha1.ReasonClaimNotFound,
@@ -47,9 +59,9 @@ func (r *CourseReconciler) checkSharedVolumes(ctx context.Context, s *courseStat
 		case !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) && !slices.Contains(pvc.Spec.AccessModes, corev1.ReadOnlyMany):
 			s.volumeProblem = &finding{v1alpha1.ReasonClaimNotShareable,
 				fmt.Sprintf("shared volume %s: claim %q is %v, so only environments on one node can mount it; use a ReadWriteMany or ReadOnlyMany claim", v.Name, v.ClaimName, pvc.Spec.AccessModes)}
-		default:
-			continue
 		}
+	}
+	if s.volumeProblem != nil {
 		return ctrl.Result{RequeueAfter: claimRecheck}, nil
 	}
 	return ctrl.Result{}, nil
@@ -58,7 +70,8 @@ func (r *CourseReconciler) checkSharedVolumes(ctx context.Context, s *courseStat
 // provisionRoster creates the up-front environments of every listed
 // student and staff member that are missing, until the term ends. A
 // user's existing environment from the template (from before the course,
-// say) is adopted: labelled, never duplicated.
+// say) is never adopted: the course gets its own, named for it, so
+// nothing of the user's reaches the course's staff or its retirement.
 func (r *CourseReconciler) provisionRoster(ctx context.Context, s *courseState) (ctrl.Result, error) {
 	if !s.now.Before(s.c.Spec.Term.End.Time) {
 		return ctrl.Result{}, nil
@@ -93,41 +106,22 @@ func (r *CourseReconciler) provisionRoster(ctx context.Context, s *courseState) 
 	return ctrl.Result{}, nil
 }
 
+// ensureUserland creates user's environment of the course from ref
+// unless one carries the course's label already (one an earlier version
+// adopted counts: the student is not given a second one).
 func (r *CourseReconciler) ensureUserland(ctx context.Context, s *courseState, idx *userlands.Index, user, basis string, ref v1alpha1.TemplateReference) error {
-	if existing := idx.Find(user, ref); existing != nil {
-		if existing.Labels[v1alpha1.LabelCourse] != "" {
-			return nil // this course's, or another's: one environment per user and template
-		}
-		adopted := existing.DeepCopy()
-		if adopted.Labels == nil {
-			adopted.Labels = map[string]string{}
-		}
-		if adopted.Annotations == nil {
-			adopted.Annotations = map[string]string{}
-		}
-		adopted.Labels[v1alpha1.LabelCourse] = s.c.Name
-		adopted.Annotations[v1alpha1.AnnotationEnrolledBy] = basis
-		if err := r.Client.Patch(ctx, adopted, client.MergeFrom(existing), client.FieldOwner(FieldOwner)); err != nil {
-			return fmt.Errorf("adopting userland %s/%s into course %s: %w", existing.Namespace, existing.Name, s.c.Name, err)
-		}
-		idx.Add(adopted)
+	if idx.FindFor(user, ref, s.c.Name) != nil {
 		return nil
 	}
-	ul := &v1alpha1.Userland{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   s.c.Namespace,
-			Labels:      map[string]string{v1alpha1.LabelCourse: s.c.Name},
-			Annotations: map[string]string{v1alpha1.AnnotationEnrolledBy: basis},
-		},
-		Spec: v1alpha1.UserlandSpec{User: user, TemplateRef: ref},
-	}
-	_, _, err := idx.Create(ctx, r.Client, r.Client, ul, client.FieldOwner(FieldOwner))
+	_, _, err := idx.Create(ctx, r.Client, r.Client, course.NewUserland(s.c, user, basis, ref), client.FieldOwner(FieldOwner))
 	return err
 }
 
 // retire deletes the students' environments once the retention after the
 // term has passed, each after a ready snapshot of every claim when the
-// course names a snapshot class. Staff's environments stay.
+// course names a snapshot class. Only environments this course created
+// for students are deleted (course.Retires): staff's stay, and so does
+// anything else that carries the course's label.
 func (r *CourseReconciler) retire(ctx context.Context, s *courseState) (ctrl.Result, error) {
 	if course.PhaseAt(s.c, s.now) != v1alpha1.CourseRetired {
 		return ctrl.Result{}, nil
@@ -136,7 +130,7 @@ func (r *CourseReconciler) retire(ctx context.Context, s *courseState) (ctrl.Res
 	pending := 0
 	for i := range s.userlands {
 		ul := &s.userlands[i]
-		if course.RoleOf(s.c, ul) == course.Staff || !ul.DeletionTimestamp.IsZero() {
+		if !course.Retires(s.c, ul) || !ul.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if class != nil {
@@ -156,13 +150,19 @@ func (r *CourseReconciler) retire(ctx context.Context, s *courseState) (ctrl.Res
 	}
 	if pending > 0 {
 		s.waiting = fmt.Sprintf("%d environments wait for their volume snapshots to be ready before they are deleted", pending)
+		// Snapshots are not watched (nor is their removal, for a
+		// mismatched one): look again.
 		return ctrl.Result{RequeueAfter: claimRecheck}, nil
 	}
 	return ctrl.Result{}, nil
 }
 
 // snapshotClaims makes sure every claim of ul has a VolumeSnapshot of the
-// course's class, and reports whether all are ready to use.
+// course's class, and reports whether all are ready to use. A snapshot of
+// the final name that the course did not take of that claim after the
+// term (finalSnapshotMismatch) is never ready: it may hold anything, or
+// nothing of the claim's last state, so the environment stays and the
+// course says why.
 func (r *CourseReconciler) snapshotClaims(ctx context.Context, s *courseState, ul *v1alpha1.Userland, class string) (bool, error) {
 	var claims corev1.PersistentVolumeClaimList
 	if err := r.Client.List(ctx, &claims, client.InNamespace(ul.Namespace), client.MatchingLabels{v1alpha1.LabelUserland: ul.Name}); err != nil {
@@ -194,10 +194,35 @@ func (r *CourseReconciler) snapshotClaims(ctx context.Context, s *courseState, u
 		case err != nil:
 			return false, fmt.Errorf("getting snapshot %s/%s: %w", pvc.Namespace, name, err)
 		default:
+			if why := finalSnapshotMismatch(s.c, &pvc, &snap); why != "" {
+				if s.snapshotMismatch == nil {
+					s.snapshotMismatch = &finding{v1alpha1.ReasonSnapshotMismatch, fmt.Sprintf(
+						"%s's environment %s is not deleted: snapshot %s %s; delete it and the course takes its own",
+						ul.Spec.User, ul.Name, name, why)}
+				}
+				ready = false
+				continue
+			}
 			ready = ready && snap.Status != nil && ptr.Deref(snap.Status.ReadyToUse, false)
 		}
 	}
 	return ready, nil
+}
+
+// finalSnapshotMismatch says why snap is not the course's final snapshot
+// of pvc, or "": it must be of that claim, carry the course's label and
+// have been taken no earlier than the term's end. Anyone who may create
+// snapshots could have made one of the name first.
+func finalSnapshotMismatch(c *v1alpha1.Course, pvc *corev1.PersistentVolumeClaim, snap *snapshotv1.VolumeSnapshot) string {
+	switch {
+	case ptr.Deref(snap.Spec.Source.PersistentVolumeClaimName, "") != pvc.Name:
+		return fmt.Sprintf("is not of claim %s", pvc.Name)
+	case snap.Labels[v1alpha1.LabelCourse] != c.Name:
+		return fmt.Sprintf("does not carry the label %s=%s", v1alpha1.LabelCourse, c.Name)
+	case snap.CreationTimestamp.Before(&c.Spec.Term.End):
+		return fmt.Sprintf("was taken at %s, before the term ended", snap.CreationTimestamp.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 // SnapshotName names the snapshot taken of a claim at the end of a

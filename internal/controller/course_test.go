@@ -364,6 +364,11 @@ func TestCourseRetention(t *testing.T) {
 				return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Name + "-home"}, &corev1.PersistentVolumeClaim{}) == nil, nil
 			})
 
+			if snapshots {
+				// The term ends now by the API server's clock too, so the
+				// snapshots taken from here on are after it.
+				endTerm(t, ns, "art")
+			}
 			ctrl.clock.Step(26 * time.Hour)
 			poke(t, ns, s.Name) // the course hears of its Userlands' changes
 			if snapshots {
@@ -402,5 +407,21 @@ func TestCourseRetention(t *testing.T) {
 			}
 			waitCourse(t, ns, "art", "retired", func(c *v1alpha1.Course) bool { return c.Status.Phase == v1alpha1.CourseRetired })
 		})
+	}
+}
+
+// endTerm moves the course's term to have ended a moment ago (by the API
+// server's clock, which stamps snapshots; the controller's may run ahead).
+func endTerm(t *testing.T, ns, name string) {
+	t.Helper()
+	var c v1alpha1.Course
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	now := time.Now().Truncate(time.Second)
+	c.Spec.Term = v1alpha1.CourseTerm{Start: metav1.NewTime(now.Add(-2 * time.Hour)), End: metav1.NewTime(now.Add(-time.Second))}
+	if err := env.Client.Patch(context.Background(), &c, patch); err != nil {
+		t.Fatal(err)
 	}
 }

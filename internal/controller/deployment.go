@@ -24,8 +24,9 @@ func parseTime(s string) *time.Time {
 	return &t
 }
 
-// reconcileDeployment decides whether the environment runs (suspend, idle)
-// and which pod template it runs (rollout policy), then applies it.
+// reconcileDeployment decides whether the environment runs (namespace
+// access, suspend, idle) and which pod template it runs (rollout policy),
+// then applies it.
 func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	var annotations map[string]string
 	wasRunning := false
@@ -57,6 +58,11 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	var result ctrl.Result
 	next := map[string]string{}
 	switch {
+	case s.notAllowed != nil:
+		// Stopped, not idle-stopped: once the namespace is allowed again
+		// the environment starts at once, as it ran before.
+		s.running = false
+		s.ul.Status.IdleStopTime = nil
 	case s.ul.Spec.Suspend:
 		s.running, s.stopReason = false, v1alpha1.StoppedSuspended
 		s.ul.Status.IdleStopTime = nil

@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -210,73 +209,6 @@ func Service(ul *v1alpha1.Userland, port int32) *corev1.Service {
 			}},
 		},
 	}
-}
-
-// NetworkPolicy admits traffic to the environment's pods only from the
-// gateway's pods in the gateway's own namespace, on the HTTP port. Both
-// selectors sit in one peer, so they must both match: a pod elsewhere that
-// copies the gateway's labels (anyone who can create pods can) is not
-// admitted. Other users' pods cannot reach it. With network.egress
-// Internet it also limits egress (see EgressRules).
-func NetworkPolicy(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, gatewayNamespace string, gateway *metav1.LabelSelector) *networkingv1.NetworkPolicy {
-	np := &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: ownedMeta(ul),
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From: []networkingv1.NetworkPolicyPeer{{
-					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: gatewayNamespace}},
-					PodSelector:       gateway,
-				}},
-				Ports: []networkingv1.NetworkPolicyPort{{
-					Protocol: ptr.To(corev1.ProtocolTCP),
-					Port:     ptr.To(intstr.FromInt32(spec.HTTP.Port)),
-				}},
-			}},
-		},
-	}
-	if spec.Network != nil && spec.Network.Egress == v1alpha1.EgressInternet {
-		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
-		np.Spec.Egress = EgressRules(spec.Network.AllowedCIDRs)
-	}
-	return np
-}
-
-// NonPublicCIDRs are the destinations Internet egress denies: private
-// (RFC 1918, where pods, Services, nodes and usually the API server
-// live), carrier-grade NAT (some clusters' pod ranges), loopback,
-// link-local (cloud metadata at 169.254.169.254) and their IPv6
-// counterparts (unique-local, link-local).
-var NonPublicCIDRs = struct{ IPv4, IPv6 []string }{
-	IPv4: []string{"10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"},
-	IPv6: []string{"fc00::/7", "fe80::/10"},
-}
-
-// EgressRules allow DNS on port 53 to any destination (cluster DNS is a
-// private address, node-local DNS a link-local one), every public address
-// on any port, and the template's allowed networks.
-func EgressRules(allowed []v1alpha1.CIDR) []networkingv1.NetworkPolicyEgressRule {
-	dns := intstr.FromInt32(53)
-	rules := []networkingv1.NetworkPolicyEgressRule{
-		{Ports: []networkingv1.NetworkPolicyPort{
-			{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
-			{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
-		}},
-		{To: []networkingv1.NetworkPolicyPeer{
-			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: NonPublicCIDRs.IPv4}},
-			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: NonPublicCIDRs.IPv6}},
-		}},
-	}
-	if len(allowed) > 0 {
-		extra := networkingv1.NetworkPolicyEgressRule{}
-		for _, c := range allowed {
-			extra.To = append(extra.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: string(c)}})
-		}
-		rules = append(rules, extra)
-	}
-	return rules
 }
 
 // Claim builds a new PersistentVolumeClaim for one template volume. Claims

@@ -9,11 +9,13 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -22,6 +24,13 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/webhook"
 )
+
+// LeaderElectionID is the name of the controller's leader-election Lease,
+// in its own namespace. The chart's Role grants get and update on this
+// name only (and create, which RBAC cannot limit to a name), so there is
+// no RBAC marker for leases: a ClusterRole would let the controller take
+// over any lease of the cluster, other controllers' and nodes' alike.
+const LeaderElectionID = "userland-controller.userland.dev"
 
 // Options configure the controller manager; `userland controller` fills
 // them from flags.
@@ -53,6 +62,9 @@ type Options struct {
 	// GatewayNamespace is the gateway's namespace: NetworkPolicies admit
 	// GatewaySelector's pods of this namespace only.
 	GatewayNamespace string
+	// ClusterDNS says where environments with Internet egress may send
+	// DNS queries; zero: kube-system's k8s-app=kube-dns pods.
+	ClusterDNS ClusterDNSOptions
 	// RolloutIdleAfter is how long without activity makes a WhenIdle
 	// rollout due.
 	RolloutIdleAfter time.Duration
@@ -87,6 +99,10 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--gateway-pod-selector %q: %w", opts.GatewaySelector, err)
 	}
+	dns, err := opts.ClusterDNS.Parse()
+	if err != nil {
+		return nil, err
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -104,14 +120,20 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("registering volume snapshots: %w", err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:           webhook.NewServer(opts.Webhooks),
-		Scheme:                  scheme,
-		Cache:                   CacheOptions(),
+		WebhookServer: webhook.NewServer(opts.Webhooks),
+		Scheme:        scheme,
+		Cache:         CacheOptions(),
+		// Secrets are never read through the manager's cache: an
+		// informer would list every Secret of the cluster, which the
+		// controller's RBAC does not grant (it holds only its webhook
+		// certificate, by name, which cert-controller reads with its
+		// own name-scoped cache).
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElection,
-		LeaderElectionID:        "userland-controller.userland.dev",
+		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Release the lease on shutdown so a rolling update hands over fast.
 		LeaderElectionReleaseOnCancel: true,
@@ -140,6 +162,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Routes:           Routes{GatewayURL: gatewayURL, Domain: opts.BaseDomain},
 		GatewaySelector:  selector,
 		GatewayNamespace: opts.GatewayNamespace,
+		ClusterDNS:       dns,
 		RolloutIdleAfter: opts.RolloutIdleAfter,
 		Metrics:          NewMetrics(opts.Registry, mgr.GetCache()),
 	}

@@ -2,14 +2,23 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
 )
 
 func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desired := NetworkPolicy(s.ul, s.template.Spec, r.GatewayNamespace, r.GatewaySelector)
+	desired := NetworkPolicy(s.ul, s.template.Spec, r.GatewayNamespace, r.GatewaySelector, r.ClusterDNS)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &networkingv1.NetworkPolicy{})
 	if err != nil {
 		return ctrl.Result{}, err
@@ -18,4 +27,209 @@ func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reco
 		return r.nameConflict(s, "NetworkPolicy", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// Where the cluster's DNS pods are in a kubeadm, kind, EKS, GKE or AKS
+// cluster: CoreDNS (or kube-dns) keeps the historical label.
+const (
+	DefaultClusterDNSNamespace   = "kube-system"
+	DefaultClusterDNSPodSelector = "k8s-app=kube-dns"
+)
+
+// ClusterDNS is where Internet egress may resolve names: the DNS pods,
+// and optionally addresses such as a NodeLocal DNSCache's 169.254.20.10,
+// on port 53 only. The zero value means the defaults above.
+type ClusterDNS struct {
+	// Namespace holds the DNS pods.
+	Namespace string
+	// Pods selects them within Namespace.
+	Pods *metav1.LabelSelector
+	// CIDRs are further DNS servers, reached on port 53 only.
+	CIDRs []string
+}
+
+// ClusterDNSOptions are the controller's flags for ClusterDNS, as given.
+type ClusterDNSOptions struct {
+	// Namespace of the DNS pods; empty: kube-system.
+	Namespace string
+	// PodSelector is a label selector of the DNS pods; empty:
+	// k8s-app=kube-dns.
+	PodSelector string
+	// CIDRs are further DNS servers (e.g. NodeLocal DNSCache's
+	// 169.254.20.10/32).
+	CIDRs []string
+}
+
+// Parse checks the options and fills in the defaults.
+func (o ClusterDNSOptions) Parse() (ClusterDNS, error) {
+	ns := o.Namespace
+	if ns == "" {
+		ns = DefaultClusterDNSNamespace
+	}
+	sel := o.PodSelector
+	if sel == "" {
+		sel = DefaultClusterDNSPodSelector
+	}
+	pods, err := metav1.ParseToLabelSelector(sel)
+	if err != nil {
+		return ClusterDNS{}, fmt.Errorf("--cluster-dns-pod-selector %q: %w", sel, err)
+	}
+	if len(pods.MatchExpressions) == 0 {
+		pods.MatchExpressions = nil // as the API server stores it
+	}
+	for _, c := range o.CIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil || p != p.Masked() {
+			return ClusterDNS{}, fmt.Errorf("--cluster-dns-cidrs %q: must be a network in CIDR notation with no host bits set, e.g. 169.254.20.10/32", c)
+		}
+	}
+	return ClusterDNS{Namespace: ns, Pods: pods, CIDRs: o.CIDRs}, nil
+}
+
+// orDefault is d, or the default DNS pods when d is the zero value.
+func (d ClusterDNS) orDefault() ClusterDNS {
+	if d.Namespace != "" || d.Pods != nil || len(d.CIDRs) > 0 {
+		return d
+	}
+	def, err := ClusterDNSOptions{}.Parse()
+	if err != nil {
+		panic(err) // the defaults are constants
+	}
+	return def
+}
+
+// NetworkPolicy admits traffic to the environment's pods only from the
+// gateway's pods in the gateway's own namespace, on the HTTP port. Both
+// selectors sit in one peer, so they must both match: a pod elsewhere that
+// copies the gateway's labels (anyone who can create pods can) is not
+// admitted. Other users' pods cannot reach it. Unless network.egress is
+// Unrestricted it also limits egress (see EgressRules).
+func NetworkPolicy(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, gatewayNamespace string, gateway *metav1.LabelSelector, dns ClusterDNS) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: ownedMeta(ul),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: gatewayNamespace}},
+					PodSelector:       gateway,
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{
+					Protocol: ptr.To(corev1.ProtocolTCP),
+					Port:     ptr.To(intstr.FromInt32(spec.HTTP.Port)),
+				}},
+			}},
+		},
+	}
+	// Unrestricted writes no egress rules at all: NetworkPolicy cannot say
+	// "everything but metadata" portably (CNIs such as Cilium do not match
+	// pods or nodes with ipBlocks), and such templates opted in to reach
+	// exactly those.
+	if v1alpha1.EgressOf(spec.Network) == v1alpha1.EgressInternet {
+		np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+		var allowed []v1alpha1.CIDR
+		if spec.Network != nil {
+			allowed = spec.Network.AllowedCIDRs
+		}
+		np.Spec.Egress = EgressRules(allowed, dns)
+	}
+	return np
+}
+
+// NonPublicCIDRs are the destinations Internet egress denies besides
+// v1alpha1.MetadataCIDRs: private (RFC 1918, where pods, Services, nodes
+// and usually the API server live), carrier-grade NAT (some clusters' pod
+// ranges), loopback and their IPv6 counterparts (unique-local,
+// link-local).
+var NonPublicCIDRs = struct{ IPv4, IPv6 []string }{
+	IPv4: []string{"10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"},
+	IPv6: []string{"fc00::/7", "fe80::/10"},
+}
+
+// EgressRules allow DNS on port 53 to the cluster's DNS pods (and dns's
+// CIDRs) only, every public address on any port, and the template's
+// allowed networks; none of them reaches v1alpha1.MetadataCIDRs. DNS to any
+// address would be a tunnel to anywhere on port 53, metadata included.
+func EgressRules(allowed []v1alpha1.CIDR, dns ClusterDNS) []networkingv1.NetworkPolicyEgressRule {
+	dns = dns.orDefault()
+	port := intstr.FromInt32(53)
+	dnsRule := networkingv1.NetworkPolicyEgressRule{
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: dns.Namespace}},
+			PodSelector:       dns.Pods,
+		}},
+		Ports: []networkingv1.NetworkPolicyPort{
+			{Protocol: ptr.To(corev1.ProtocolUDP), Port: &port},
+			{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port},
+		},
+	}
+	for _, c := range dns.CIDRs {
+		dnsRule.To = append(dnsRule.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+	}
+	rules := []networkingv1.NetworkPolicyEgressRule{
+		dnsRule,
+		{To: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: union(NonPublicCIDRs.IPv4, metadataWithin("0.0.0.0/0"))}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: union(NonPublicCIDRs.IPv6, metadataWithin("::/0"))}},
+		}},
+	}
+	var extra networkingv1.NetworkPolicyEgressRule
+	for _, c := range allowed {
+		if insideMetadata(string(c)) {
+			// The API server refuses these since metadata was closed;
+			// one stored before is dropped rather than obeyed.
+			continue
+		}
+		extra.To = append(extra.To, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: string(c), Except: metadataWithin(string(c))}})
+	}
+	if len(extra.To) > 0 {
+		rules = append(rules, extra)
+	}
+	return rules
+}
+
+// metadataWithin lists the metadata ranges strictly inside cidr (an
+// ipBlock's except must be), in v1alpha1.MetadataCIDRs order.
+func metadataWithin(cidr string) []string {
+	outer, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return nil
+	}
+	var in []string
+	for _, m := range v1alpha1.MetadataCIDRs {
+		p := netip.MustParsePrefix(m)
+		if p.Addr().Is4() == outer.Addr().Is4() && p.Bits() > outer.Bits() && outer.Contains(p.Addr()) {
+			in = append(in, m)
+		}
+	}
+	return in
+}
+
+// insideMetadata says whether every address of cidr is a metadata one.
+// Unparsable input is treated as inside, so it is never admitted.
+func insideMetadata(cidr string) bool {
+	c, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return true
+	}
+	for _, m := range v1alpha1.MetadataCIDRs {
+		p := netip.MustParsePrefix(m)
+		if p.Addr().Is4() == c.Addr().Is4() && p.Bits() <= c.Bits() && p.Contains(c.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// union is a followed by those of b it lacks.
+func union(a, b []string) []string {
+	out := append([]string(nil), a...)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

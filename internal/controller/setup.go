@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -119,6 +120,9 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	return nil
 }
 
+// The namespace watch (labels, for allowedNamespaces):
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+
 // SetupWithManager registers the Userland reconciler and its watches.
 func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -142,6 +146,10 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Watches(&v1alpha1.Course{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 			return r.userlandsOfCourse(ctx, obj.GetNamespace(), obj.GetName(), false)
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A namespace's labels decide which ClusterTemplates it may run
+		// (allowedNamespaces). Metadata only: labels are all it needs.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.clusterTemplateUserlandsOfNamespace),
+			builder.OnlyMetadata, builder.WithPredicates(labelsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -219,4 +227,34 @@ func replicas(obj client.Object) int32 {
 		return *dep.Spec.Replicas
 	}
 	return 0
+}
+
+// labelsChanged passes namespace label changes only. A namespace's
+// creation needs no event: it has no Userlands yet, and the reconciles at
+// start-up cover every existing one.
+var labelsChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+	},
+}
+
+// clusterTemplateUserlandsOfNamespace maps a namespace to its Userlands
+// of ClusterTemplates, the only ones its labels concern.
+func (r *UserlandReconciler) clusterTemplateUserlandsOfNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.UserlandList
+	// Read-only: the cache's objects are not copied.
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing userlands of namespace", "namespace", obj.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Spec.TemplateRef.Kind == v1alpha1.TemplateKindClusterTemplate {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }

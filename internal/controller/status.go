@@ -109,6 +109,14 @@ func podFailure(pod *corev1.Pod) (Health, bool) {
 // the phases (summarize).
 func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileState) (ctrl.Result, error) {
 	before := s.ul.Status.Phase
+	if s.notAllowed != nil {
+		// Now scaled to zero, it is reported as enforceNamespaceAccess
+		// reports it from the next reconcile on: the same status, so the
+		// next reconcile writes nothing.
+		s.ul.Status.Phase, s.ul.Status.StoppedReason = v1alpha1.PhaseFailed, ""
+		s.stalled = s.notAllowed
+		return ctrl.Result{}, nil
+	}
 	if !s.running {
 		s.ul.Status.Phase = v1alpha1.PhaseStopped
 		s.ul.Status.StoppedReason = s.stopReason

@@ -48,6 +48,9 @@ type UserlandReconciler struct {
 	GatewaySelector *metav1.LabelSelector
 	// GatewayNamespace is the namespace those pods must be in.
 	GatewayNamespace string
+	// ClusterDNS is where Internet egress may resolve names; the zero
+	// value means kube-system's k8s-app=kube-dns pods.
+	ClusterDNS ClusterDNS
 	// RolloutIdleAfter is how long without activity makes a WhenIdle
 	// rollout due.
 	RolloutIdleAfter time.Duration
@@ -69,7 +72,6 @@ type UserlandReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // reconcileState is what the phases of one reconcile share.
@@ -87,6 +89,10 @@ type reconcileState struct {
 	running bool
 	// stopReason is set when it should not.
 	stopReason v1alpha1.StoppedReason
+	// notAllowed is set when the template does not allow the namespace
+	// and the environment still runs: the Deployment phase scales it to
+	// zero (enforceNamespaceAccess).
+	notAllowed *finding
 	// stalled is the spec problem that stopped the phases, which retrying
 	// cannot fix; nil while none was found.
 	stalled *finding
@@ -131,6 +137,9 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		r.resolveTemplate,
 		r.resolveCourse,
 		r.observe,
+		// Before any child is made or changed: a namespace the template
+		// does not allow gets nothing new.
+		r.enforceNamespaceAccess,
 		r.reconcileVolumes,
 		// The policy exists before any pod, so no pod is ever open to
 		// other users' pods.

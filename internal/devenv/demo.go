@@ -27,7 +27,7 @@ var DemoUsers = []DemoUser{
 	{Name: "alice", Email: "alice@uni.example.ac.jp", Groups: []string{"data-science-2026"}, Role: "student with VS Code and JupyterLab", Templates: []string{"vscode", "jupyterlab"}},
 	{Name: "bob", Email: "bob@uni.example.ac.jp", Role: "student with VS Code and phpMyAdmin", Templates: []string{"vscode", "phpmyadmin"}},
 	{Name: "carol", Email: "carol@uni.example.ac.jp", Role: "student whose VS Code is created at first sign-in"},
-	{Name: "teacher", Email: "teacher@uni.example.ac.jp", Groups: []string{InstructorGroup}, Role: "instructor of namespace " + DemoNamespace},
+	{Name: "teacher", Email: "teacher@uni.example.ac.jp", Groups: []string{InstructorGroup}, Role: "instructor of namespace " + DemoNamespace + ", course manager there"},
 	{Name: "admin", Email: "admin@uni.example.ac.jp", Groups: []string{AdminGroup}, Role: "administrator"},
 }
 

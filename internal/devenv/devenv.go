@@ -33,6 +33,11 @@ const (
 	AdminGroup = "userland-admins"
 	// InstructorGroup instructs DemoNamespace.
 	InstructorGroup = "teachers"
+	// CourseManagerRole and UserManagerRole are the shipped ClusterRoles
+	// dev mode binds to the demo's instructors (in DemoNamespace) and
+	// admins (everywhere).
+	CourseManagerRole = "userland-course-manager"
+	UserManagerRole   = "userland-user-manager"
 	// DemoPassword is every demo user's password.
 	DemoPassword = "userland"
 	// WebhookConfigName is the installed ValidatingWebhookConfiguration.

@@ -7,11 +7,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -112,6 +114,43 @@ func (s *Stack) install(ctx context.Context) error {
 	} {
 		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 		u, err := toUnstructured(ns)
+		if err != nil {
+			return err
+		}
+		if err := s.apply(ctx, u); err != nil {
+			return err
+		}
+	}
+	return s.demoBindings(ctx)
+}
+
+// demoBindings give the demo's instructors (in DemoNamespace) and admins
+// (everywhere) what a real install would bind to them: the course-manager
+// and user-manager roles. The gateway asks RBAC before it changes anything
+// for a person: a course's roster and whole-course actions need update on
+// the course, the roster import create on userlands. Being listed as a
+// course's staff, or in an instructor or admin group, shows the pages.
+func (s *Stack) demoBindings(ctx context.Context) error {
+	group := []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName}}
+	var bindings []any
+	for _, role := range []string{CourseManagerRole, UserManagerRole} {
+		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
+		teachers := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: DemoNamespace, Name: InstructorGroup + "-" + role},
+			RoleRef:    ref, Subjects: slices.Clone(group),
+		}
+		teachers.Subjects[0].Name = InstructorGroup
+		teachers.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind("RoleBinding"))
+		admins := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: AdminGroup + "-" + role},
+			RoleRef:    ref, Subjects: slices.Clone(group),
+		}
+		admins.Subjects[0].Name = AdminGroup
+		admins.SetGroupVersionKind(rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"))
+		bindings = append(bindings, teachers, admins)
+	}
+	for _, b := range bindings {
+		u, err := toUnstructured(b)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/gateway/activity"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
@@ -33,6 +34,12 @@ type Deps struct {
 	Events client.Reader
 	// Registry receives the gateway's metrics.
 	Registry prometheus.Registerer
+}
+
+// RBACNames maps the identity provider's names to RBAC's, for every
+// SubjectAccessReview the gateway asks on a person's behalf.
+func (o Options) RBACNames() access.Mapping {
+	return access.Mapping{UserPrefix: o.RBACUserPrefix, GroupPrefix: o.RBACGroupPrefix}
 }
 
 // NewServer builds a gateway from its options: sign-in mode, sessions,
@@ -82,6 +89,8 @@ func NewServer(opts Options, deps Deps) (*Server, error) {
 		Reader: deps.Reader, Writer: deps.Writer, Events: deps.Events, Live: deps.Events,
 		Policy: srv.Policy, Provisioner: srv.Provisioner, CSRF: store,
 		KeepRunning: srv.Activity.KeepRunning,
+		Access:      access.Reviewer{Client: deps.Writer},
+		RBACNames:   opts.RBACNames(),
 	}
 	if srv.Resolver == nil {
 		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}
@@ -141,6 +150,9 @@ func NewServer(opts Options, deps Deps) (*Server, error) {
 		srv.Proxy = newProxy(nil)
 	default:
 		return nil, fmt.Errorf("--auth-mode %q: must be static, header, oidc or github", opts.AuthMode)
+	}
+	if err := srv.harden(opts); err != nil {
+		return nil, err
 	}
 	return srv, nil
 }

@@ -7,9 +7,12 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -251,5 +254,79 @@ func TestIdleWarningOffersKeepRunning(t *testing.T) {
 	}
 	if ul.Status.Phase != v1alpha1.PhaseReady {
 		t.Errorf("phase %s after Keep running", ul.Status.Phase)
+	}
+}
+
+// eventLists counts the Event lists a reader makes in one namespace.
+type eventLists struct {
+	client.Reader
+	namespace string
+	n         atomic.Int32
+}
+
+func (r *eventLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.EventList); ok {
+		o := (&client.ListOptions{}).ApplyOptions(opts)
+		if o.Namespace == r.namespace {
+			r.n.Add(1)
+		}
+	}
+	return r.Reader.List(ctx, list, opts...)
+}
+
+// TestStatusPollsShareEventLists: the progress script polls the status
+// feed every 2 s from every open tab, and each Event list goes to the API
+// server, whose request budget all users share. However fast one user
+// polls, an environment's events are listed at most once per few seconds.
+func TestStatusPollsShareEventLists(t *testing.T) {
+	counter := &eventLists{}
+	f := setup(t, func(s *gateway.Server) {
+		counter.Reader = s.Dashboard.Events
+		s.Dashboard.Events = counter
+	})
+	counter.namespace = f.ns
+	failPod(t, f.ns, "alice", corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull access denied"})
+	waitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
+	c := browser(t)
+	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
+	// The cache shows the failure before the polls start.
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var ul v1alpha1.Userland
+		err := f.server.Reader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "alice"}, &ul)
+		return err == nil && ul.Status.Phase == v1alpha1.PhaseFailed, nil
+	}); err != nil {
+		t.Fatal("the gateway's cache never showed alice's environment failed")
+	}
+
+	const polls = 40
+	start := time.Now()
+	var wg sync.WaitGroup
+	var withEvent atomic.Int32
+	for range 4 { // four tabs
+		wg.Go(func() {
+			for range polls / 4 {
+				_, body := get(t, c, f.gateway.URL+"/dashboard/status", map[string]string{"Accept": "application/json"})
+				var entries []dashboard.StatusEntry
+				if err := json.Unmarshal([]byte(body), &entries); err != nil {
+					t.Errorf("status feed: %v", err)
+					return
+				}
+				for _, e := range entries {
+					if e.Namespace == f.ns && e.Name == "alice" && e.Event != "" {
+						withEvent.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	// One list per eventTTL (5 s) of polling, and one more for a poll
+	// landing on the boundary.
+	allowed := int32(took/(5*time.Second)) + 2
+	t.Logf("%d polls in %s made %d Event lists (at most %d allowed); %d answers carried the event",
+		polls, took.Round(time.Millisecond), counter.n.Load(), allowed, withEvent.Load())
+	if n := counter.n.Load(); n == 0 || n > allowed {
+		t.Errorf("%d polls made %d Event lists, want between 1 and %d", polls, n, allowed)
 	}
 }

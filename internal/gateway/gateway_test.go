@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,16 @@ func upstream(t *testing.T) *httptest.Server {
 		w.Header().Set("Service-Worker-Allowed", "/")
 		_, _ = w.Write([]byte("hostile"))
 	})
+	// An upload the app reads whole, answering with what it got.
+	mux.HandleFunc("/upload", func(w http.ResponseWriter, r *http.Request) {
+		upstreamPosts.Add(1)
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "reading the upload: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write(b)
+	})
 	app := echo.Handler()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -145,6 +156,12 @@ func hashPW(t *testing.T, pw string) string {
 // setup creates alice's and bob's environments and a gateway in front.
 func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	t.Helper()
+	return setupWith(t, nil, mutate)
+}
+
+// setupWith is setup with the gateway's options changed by options first.
+func setupWith(t *testing.T, options func(*gateway.Options), mutate func(*gateway.Server)) fixture {
+	t.Helper()
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -173,7 +190,11 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cache.New(gwConfig, cache.Options{Scheme: env.Scheme})
+	// The cache as the manager configures it: deep copies off, so a
+	// request that changed what it read would race every other reader.
+	cacheOpts := gateway.CacheOptions()
+	cacheOpts.Scheme = env.Scheme
+	c, err := cache.New(gwConfig, cacheOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +234,15 @@ func setup(t *testing.T, mutate func(*gateway.Server)) fixture {
 	}
 	up := upstream(t)
 	reg := prometheus.NewRegistry()
-	srv, err := gateway.NewServer(gateway.Options{
+	opts := gateway.Options{
 		AuthMode: "static", StaticUsersFile: usersFile, SessionKeysFile: keysFile, SessionTTL: time.Hour, InsecureCookies: true,
 		AdminGroups: []string{"admins"}, WakeTimeout: time.Minute,
 		Resolver: &gateway.StaticResolver{Default: strings.TrimPrefix(up.URL, "http://")},
-	}, gateway.Deps{Reader: c, Writer: gwClient, Events: gwClient, Registry: reg})
+	}
+	if options != nil {
+		options(&opts)
+	}
+	srv, err := gateway.NewServer(opts, gateway.Deps{Reader: c, Writer: gwClient, Events: gwClient, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,19 +678,71 @@ func TestAutoProvisionedIsReadableAtOnce(t *testing.T) {
 	}
 }
 
-func TestLogoutEndsTheSession(t *testing.T) {
+// TestLogoutNeedsThePostAndItsToken: another site can make a signed-in
+// browser GET /logout (a link, an <img>) or POST to it (a form); neither
+// may sign the user out. Only the gateway's own form, carrying the
+// session's token, does.
+func TestLogoutNeedsThePostAndItsToken(t *testing.T) {
 	f := setup(t, nil)
 	c := browser(t)
 	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
-	if resp, _ := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", nil); resp.StatusCode != http.StatusOK {
-		t.Fatalf("before logout: %s", resp.Status)
+	signedIn := func(when string) {
+		t.Helper()
+		if resp, _ := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s, want still signed in", when, resp.Status)
+		}
 	}
-	resp, _ := get(t, c, f.gateway.URL+"/logout", nil)
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("logout: %s", resp.Status)
+	signedIn("before logout")
+
+	// An <img src=/logout> on any page: the sign-out page, not a sign-out.
+	resp, body := get(t, c, f.gateway.URL+"/logout", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `action="/logout"`) || !strings.Contains(body, `name="csrf"`) {
+		t.Fatalf("GET /logout: %s, want the sign-out form\n%s", resp.Status, body)
+	}
+	token := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if token == nil {
+		t.Fatalf("no token in the sign-out form:\n%s", body)
+	}
+	signedIn("after GET /logout")
+
+	logout := func(form url.Values, header map[string]string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, f.gateway.URL+"/logout", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	// Another site's form: refused by Fetch Metadata, token or not.
+	if resp := logout(url.Values{"csrf": {token[1]}}, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site POST /logout: %s, want 403", resp.Status)
+	}
+	// A client without Fetch Metadata and without the token.
+	if resp := logout(url.Values{}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST /logout without the token: %s, want 403", resp.Status)
+	}
+	if resp := logout(url.Values{"csrf": {"forged"}}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST /logout with a forged token: %s, want 403", resp.Status)
+	}
+	signedIn("after refused sign-outs")
+
+	// The page's own form.
+	if resp := logout(url.Values{"csrf": {token[1]}}, map[string]string{"Sec-Fetch-Site": "same-origin"}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST /logout with the token: %s, want 303", resp.Status)
 	}
 	if resp, _ := get(t, c, f.gateway.URL+"/u/"+f.ns+"/alice/", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("after logout: %s, want 401", resp.Status)
+	}
+	// The dashboard's sign-out button is the same form.
+	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
+	if _, home := get(t, c, f.gateway.URL+"/", nil); !strings.Contains(home, `<form method="post" action="/logout"`) || strings.Contains(home, `href="/logout"`) {
+		t.Errorf("the dashboard does not sign out with a POST form:\n%s", home)
 	}
 }
 

@@ -12,9 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -84,10 +82,34 @@ type Options struct {
 	// ClusterTemplateNamespace receives Userlands auto-provisioned from
 	// ClusterTemplates; empty disables that.
 	ClusterTemplateNamespace string
+	// RBACUserPrefix and RBACGroupPrefix turn the identity provider's
+	// user and group names into the names RBAC bindings use when the
+	// gateway asks the API server whether a person may act (as
+	// kube-apiserver's --oidc-username-prefix and --oidc-groups-prefix:
+	// with "oidc:", the IdP's alice is RBAC's oidc:alice). Empty: as is.
+	RBACUserPrefix, RBACGroupPrefix string
 	// Registry receives the gateway's metrics (nil: controller-runtime's,
 	// which the metrics server serves). Several gateways in one process
 	// (tests) need one each.
 	Registry prometheus.Registerer
+
+	// DropCookies are request cookies no environment receives besides the
+	// gateway's own: names, or prefixes ending in "*" (a single sign-on
+	// cookie on a parent domain the environment hosts share). In header
+	// mode oauth2-proxy's (proxy.OAuth2ProxyCookies) are added, unless
+	// ForwardOAuth2ProxyCookies.
+	DropCookies []string
+	// ForwardOAuth2ProxyCookies lets oauth2-proxy's cookies reach
+	// environments in header mode.
+	ForwardOAuth2ProxyCookies bool
+	// ForwardAuthorization lets the Authorization header reach
+	// environments in header mode, where it is dropped by default: the
+	// authenticating proxy may pass its token there.
+	ForwardAuthorization bool
+	// ForwardedBy are the CIDRs of the proxies in front of the gateway
+	// whose X-Forwarded-For names the client, which static sign-in
+	// throttles per address.
+	ForwardedBy []string
 }
 
 // ParseSessionKeys reads keys, one per line: base64 of 64 random bytes
@@ -125,14 +147,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		PprofBindAddress: opts.PprofAddr,
 		// The gateway reconciles nothing; every replica serves.
 		LeaderElection: false,
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			// Every request reads a Userland, its namespace and its
-			// template: copying them per request would cost more than
-			// proxying a small response. Nothing here mutates what it
-			// reads (actions build new objects to patch).
-			DefaultUnsafeDisableDeepCopy: ptr.To(true),
-		},
+		Cache:          CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -114,7 +114,7 @@ func TestGitHubSignIn(t *testing.T) {
 	ctx := context.Background()
 	ul := &v1alpha1.Userland{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "octocat"},
-		Spec:       v1alpha1.UserlandSpec{User: "octocat", TemplateRef: v1alpha1.TemplateReference{Name: "web"}},
+		Spec:       v1alpha1.UserlandSpec{User: "github:1000", TemplateRef: v1alpha1.TemplateReference{Name: "web"}}, // octocat's ID
 	}
 	if err := env.Client.Create(ctx, ul); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestGitHubSignIn(t *testing.T) {
 		t.Fatalf("after sign-in: %s at %s: %.300s", resp.Status, resp.Request.URL, body)
 	}
 	var got echo.Reply
-	if err := json.Unmarshal(body, &got); err != nil || got.User != "octocat" {
+	if err := json.Unmarshal(body, &got); err != nil || got.User != "github:1000" {
 		t.Fatalf("the environment saw %s (%v)", body, err)
 	}
 

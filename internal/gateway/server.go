@@ -7,14 +7,19 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -77,6 +82,10 @@ type Server struct {
 	Metrics *Metrics
 	// Dashboard is the web UI at "/"; nil serves 404 there.
 	Dashboard *dashboard.Dashboard
+	// ForwardedBy are the proxies (CIDRs) in front of the gateway whose
+	// X-Forwarded-For names the client, which static sign-in throttles
+	// per address; empty: the connection's address is the client's.
+	ForwardedBy []netip.Prefix
 
 	// idleRules holds each template's compiled activity rules.
 	idleRules idle.Cache
@@ -89,6 +98,46 @@ type Server struct {
 
 	websockets, waiting counter
 	passwordChecks      gate
+	signin              signinThrottles
+}
+
+// CacheOptions are the informer cache settings of every gateway (the
+// manager's, and the tests', so that what is tested is what ships).
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		// Every request reads a Userland, its namespace and its template:
+		// copying them per request would cost more than proxying a small
+		// response. So nothing may change what it reads: whoever needs to
+		// changes a DeepCopy, and actions build new objects to patch
+		// (TestSignInAndActionsLeaveTheCacheAlone runs it all under -race).
+		DefaultUnsafeDisableDeepCopy: ptr.To(true),
+	}
+}
+
+// harden applies the options that keep other credentials from
+// environments and sign-in floods in bounds; NewServer calls it once the
+// proxy is built.
+func (s *Server) harden(opts Options) error {
+	names := slices.Clone(opts.DropCookies)
+	header := opts.AuthMode == "header"
+	if header && !opts.ForwardOAuth2ProxyCookies {
+		names = append(names, proxy.OAuth2ProxyCookies...)
+	}
+	drop, err := proxy.ParseCookieNames(names)
+	if err != nil {
+		return fmt.Errorf("--drop-cookies: %w", err)
+	}
+	s.Proxy.DropCookies = drop
+	s.Proxy.DropAuthorization = header && !opts.ForwardAuthorization
+	for _, c := range opts.ForwardedBy {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return fmt.Errorf("--forwarded-by %q: %w", c, err)
+		}
+		s.ForwardedBy = append(s.ForwardedBy, p)
+	}
+	return nil
 }
 
 // Handler is the server with metrics and the access log around it.
@@ -96,6 +145,7 @@ func (s *Server) Handler(log logr.Logger) http.Handler { return observe(s, s.Met
 
 // ServeHTTP routes a request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.boundBody(w, r)
 	if label, err := route.LabelFromHost(r.Host, s.BaseDomain); err == nil || errors.Is(err, route.ErrInvalid) {
 		if err != nil {
 			pages.Error(w, r, http.StatusBadRequest, "invalid environment address")
@@ -129,8 +179,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/login":
 		s.login(w, r)
 	case p == "/logout":
-		s.Sessions.Clear(w)
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		s.logout(w, r)
 	case p == HandoffPath:
 		s.handoff(w, r)
 	case strings.HasPrefix(p, dashboard.StaticPath):
@@ -217,6 +266,8 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 		}
 		s.Metrics.websocket(1)
 	}
+	// Passed on: the environment reads the body at its own pace.
+	unboundBody(w)
 	start := time.Now()
 	// An upgraded connection outlives this handler; Done marks its end.
 	req.Done = func() {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -74,24 +75,40 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			pages.Error(w, r, http.StatusForbidden, "cross-site sign-in refused")
 			return
 		}
+		// Throttled before the password check: a flood against one
+		// account, or from one client, costs no bcrypt and leaves the
+		// check's gate to everyone else.
+		user := r.PostFormValue("username")
+		refund, d := s.throttled(r, user)
+		if refund == nil {
+			s.Metrics.signinFailed("throttled")
+			w.Header().Set("Retry-After", retryAfter(d))
+			render(http.StatusTooManyRequests, "Too many sign-in attempts; try again in "+retryAfter(d)+" seconds.")
+			return
+		}
 		wait := s.Limits.PasswordCheckWait
 		if wait == 0 {
 			wait = formReadTimeout
 		}
 		leave := s.passwordChecks.enter(r.Context(), s.Limits.PasswordChecks, wait)
 		if leave == nil {
+			refund() // not an attempt: nothing was checked
 			s.Metrics.signinFailed("busy")
 			w.Header().Set("Retry-After", "5")
 			render(http.StatusTooManyRequests, "Too many people are signing in at once; try again in a few seconds.")
 			return
 		}
-		id, err := s.Static.Authenticate(r.PostFormValue("username"), r.PostFormValue("password"))
+		id, err := s.Static.Authenticate(user, r.PostFormValue("password"))
 		leave()
 		if err != nil {
+			_, client := s.signin.get()
+			client.spend(clientAddr(r, s.ForwardedBy), time.Now())
 			s.Metrics.signinFailed("bad_credentials")
 			render(http.StatusUnauthorized, "Wrong user name or password.")
 			return
 		}
+		// Signing in costs the account nothing: only failures count.
+		refund()
 		if err := s.Sessions.Save(w, id); err != nil {
 			pages.Error(w, r, http.StatusInternalServerError, "could not sign in")
 			return
@@ -102,6 +119,45 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		pages.Error(w, r, http.StatusMethodNotAllowed, "method not allowed")
 	}
+}
+
+// logout signs the user out on a POST carrying the session's form token.
+// A GET only shows the button: were a GET enough, any site could sign its
+// visitors out with a link or an image.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		pages.RenderLogout(w, http.StatusOK, pages.Logout{CSRF: s.Sessions.CSRFToken(r)})
+	case http.MethodPost:
+		if err := http.NewCrossOriginProtection().Check(r); err != nil {
+			pages.Error(w, r, http.StatusForbidden, "cross-site sign-out refused")
+			return
+		}
+		// Without a valid session there is nothing to protect: the
+		// cookies are cleared whatever the token.
+		if _, err := s.Sessions.Load(r); err == nil && !s.Sessions.CheckCSRF(r, r.PostFormValue("csrf")) {
+			pages.Error(w, r, http.StatusForbidden, "this sign-out form has expired; reload the page and sign out again")
+			return
+		}
+		s.Sessions.Clear(w)
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		pages.Error(w, r, http.StatusMethodNotAllowed, "method not allowed")
+	}
+}
+
+// throttled takes one of the account's attempts and returns what gives it
+// back, unless the account or the client has none left; then it says how
+// long until one is free. The client's bucket is only looked at here:
+// its failures spend it.
+func (s *Server) throttled(r *http.Request, user string) (func(), time.Duration) {
+	account, client := s.signin.get()
+	now := time.Now()
+	if d := client.wait(clientAddr(r, s.ForwardedBy), now); d > 0 {
+		return nil, d
+	}
+	return account.take(accountKey(user), now)
 }
 
 func sameOrigin(origin string, r *http.Request) bool {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,6 +42,10 @@ type Resolved struct {
 	// off (the gateway's, which resolves on every request) it is shared
 	// with the cache, so nobody may change it.
 	Spec *v1alpha1.TemplateSpec
+	// AllowedNamespaces is a ClusterTemplate's namespace selector (nil:
+	// every namespace; always nil for a Template). Like Spec, it is shared
+	// with the reader's object and read-only.
+	AllowedNamespaces *metav1.LabelSelector
 }
 
 // Resolve reads the template a Userland refers to from c (a cache). A
@@ -60,6 +65,7 @@ func ResolveRef(ctx context.Context, c client.Reader, namespace string, ref v1al
 			return nil, fmt.Errorf("getting clustertemplate %s: %w", ref.Name, err)
 		}
 		r.Spec = &ct.Spec.TemplateSpec
+		r.AllowedNamespaces = ct.Spec.AllowedNamespaces
 	default:
 		r.Kind = v1alpha1.TemplateKindTemplate
 		var t v1alpha1.Template

@@ -17,6 +17,10 @@ import (
 // GitHubUser is an account of the GitHub stand-in.
 type GitHubUser struct {
 	Login, Password string
+	// ID is the account's numeric ID, which stays with it through
+	// renames while the login is freed for anyone; 0: 1000 plus the
+	// account's place in the list given to StartGitHub.
+	ID int64
 	// Email is the primary address; Verified says whether GitHub checked it.
 	Email    string
 	Verified bool
@@ -58,13 +62,16 @@ func StartGitHub(redirectURL string, users []GitHubUser) *GitHub {
 		ClientID: "userland-test", ClientSecret: random(), redirect: redirectURL,
 		users: map[string]GitHubUser{}, codes: map[string]grant{}, tokens: map[string]string{},
 	}
-	for _, u := range users {
+	for i, u := range users {
+		if u.ID == 0 {
+			u.ID = 1000 + int64(i)
+		}
 		g.users[u.Login] = u
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/login/oauth/authorize", g.authorize)
 	mux.HandleFunc("POST /login/oauth/access_token", g.token)
-	mux.HandleFunc("GET /api/v3/user", g.api(func(u GitHubUser, _ *http.Request) any { return map[string]any{"login": u.Login, "id": len(u.Login)} }))
+	mux.HandleFunc("GET /api/v3/user", g.api(func(u GitHubUser, _ *http.Request) any { return map[string]any{"login": u.Login, "id": u.ID} }))
 	mux.HandleFunc("GET /api/v3/user/emails", g.api(func(u GitHubUser, _ *http.Request) any {
 		return []map[string]any{{"email": u.Email, "primary": true, "verified": u.Verified}, {"email": u.Login + "@users.noreply.example", "primary": false, "verified": true}}
 	}))

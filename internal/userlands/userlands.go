@@ -8,6 +8,12 @@
 // earlier naming rules keep their names, and nobody gets a second one
 // after an upgrade. A new one takes the readable name ("alice-jupyterlab")
 // when that is free, else the readable name with a short hash.
+//
+// A course's environment is another environment: it is the user's from the
+// template that carries the course's label, under a name for the course
+// (naming.CourseCandidateNames). A student's own environment from the same
+// template is never taken into a course: the course's staff reach course
+// environments, and retirement deletes them.
 package userlands
 
 import (
@@ -33,6 +39,22 @@ var ErrNoFreeName = errors.New("every name for this environment is taken by anot
 // An empty kind is Template, as the API server defaults it.
 func Is(ul *v1alpha1.Userland, user string, ref v1alpha1.TemplateReference) bool {
 	return ul.Spec.User == user && kind(ul.Spec.TemplateRef) == kind(ref) && ul.Spec.TemplateRef.Name == ref.Name
+}
+
+// IsFor reports whether ul is user's environment from ref for course (the
+// value of its course label); an empty course means any environment of
+// user from ref, as Is.
+func IsFor(ul *v1alpha1.Userland, user string, ref v1alpha1.TemplateReference, course string) bool {
+	return Is(ul, user, ref) && (course == "" || ul.Labels[v1alpha1.LabelCourse] == course)
+}
+
+// candidateNames are the names a new environment of user from ref takes,
+// for course when it is not empty.
+func candidateNames(user string, ref v1alpha1.TemplateReference, course string) []string {
+	if course != "" {
+		return naming.CourseCandidateNames(course, user, ref)
+	}
+	return naming.CandidateNames(user, ref)
 }
 
 func kind(ref v1alpha1.TemplateReference) v1alpha1.TemplateKind {
@@ -63,9 +85,14 @@ func NewIndex(ctx context.Context, r client.Reader, namespace string) (*Index, e
 // several (made by hand), the oldest is returned. The result is shared:
 // callers must not modify it.
 func (x *Index) Find(user string, ref v1alpha1.TemplateReference) *v1alpha1.Userland {
+	return x.FindFor(user, ref, "")
+}
+
+// FindFor is Find for course's environment (course empty: any).
+func (x *Index) FindFor(user string, ref v1alpha1.TemplateReference, course string) *v1alpha1.Userland {
 	var found *v1alpha1.Userland
 	for _, ul := range x.byName {
-		if Is(ul, user, ref) && (found == nil || ul.CreationTimestamp.Before(&found.CreationTimestamp) ||
+		if IsFor(ul, user, ref, course) && (found == nil || ul.CreationTimestamp.Before(&found.CreationTimestamp) ||
 			ul.CreationTimestamp.Equal(&found.CreationTimestamp) && ul.Name < found.Name) {
 			found = ul
 		}
@@ -76,10 +103,15 @@ func (x *Index) Find(user string, ref v1alpha1.TemplateReference) *v1alpha1.User
 // Name is the name of user's environment from ref: the existing one's
 // (exists true), else the first candidate name nobody has.
 func (x *Index) Name(user string, ref v1alpha1.TemplateReference) (name string, exists bool, err error) {
-	if ul := x.Find(user, ref); ul != nil {
+	return x.NameFor(user, ref, "")
+}
+
+// NameFor is Name for course's environment (course empty: any).
+func (x *Index) NameFor(user string, ref v1alpha1.TemplateReference, course string) (name string, exists bool, err error) {
+	if ul := x.FindFor(user, ref, course); ul != nil {
 		return ul.Name, true, nil
 	}
-	for _, name := range naming.CandidateNames(user, ref) {
+	for _, name := range candidateNames(user, ref, course) {
 		if x.byName[name] == nil {
 			return name, false, nil
 		}
@@ -108,7 +140,9 @@ const settle = 3 * time.Second
 
 // Create creates ul (namespace, spec.user and spec.templateRef set; its
 // name is chosen here) unless the user already has an environment from
-// that template. It returns the environment's name and whether this call
+// that template: for the course its course label names, when it has one
+// (a course environment is named for the course and never found among the
+// user's other environments). It returns the environment's name and whether this call
 // created it.
 func Create(ctx context.Context, r client.Reader, w client.Writer, ul *v1alpha1.Userland, opts ...client.CreateOption) (string, bool, error) {
 	x, err := NewIndex(ctx, r, ul.Namespace)
@@ -124,12 +158,12 @@ func Create(ctx context.Context, r client.Reader, w client.Writer, ul *v1alpha1.
 // (another gateway replica, a second sign-in) means it exists; anyone
 // else means the next name.
 func (x *Index) Create(ctx context.Context, r client.Reader, w client.Writer, ul *v1alpha1.Userland, opts ...client.CreateOption) (string, bool, error) {
-	user, ref := ul.Spec.User, ul.Spec.TemplateRef
-	name, exists, err := x.Name(user, ref)
+	user, ref, course := ul.Spec.User, ul.Spec.TemplateRef, ul.Labels[v1alpha1.LabelCourse]
+	name, exists, err := x.NameFor(user, ref, course)
 	if err != nil || exists {
 		return name, false, err
 	}
-	candidates := naming.CandidateNames(user, ref)
+	candidates := candidateNames(user, ref, course)
 	// Start at the free name found above.
 	for len(candidates) > 0 && candidates[0] != name {
 		candidates = candidates[1:]
@@ -150,7 +184,7 @@ func (x *Index) Create(ctx context.Context, r client.Reader, w client.Writer, ul
 			return candidate, false, err
 		}
 		x.Add(other)
-		if Is(other, user, ref) {
+		if IsFor(other, user, ref, course) {
 			return candidate, false, nil
 		}
 	}

@@ -76,3 +76,47 @@ func TestCreateChoosesNames(t *testing.T) {
 		})
 	}
 }
+
+// TestCourseEnvironmentsAreTheirOwn: a course's environment is created
+// beside the user's own environment from the same template, never found
+// among them (no adoption); the course's existing one is found under any
+// name; another course's is not the course's.
+func TestCourseEnvironmentsAreTheirOwn(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	inCourse := func(u *v1alpha1.Userland, course string) *v1alpha1.Userland {
+		u.Labels = map[string]string{v1alpha1.LabelCourse: course}
+		return u
+	}
+	const user = "alice@b.example"
+	names := naming.CourseCandidateNames("db", user, lab)
+	cases := []struct {
+		name        string
+		existing    []client.Object
+		racer       *v1alpha1.Userland
+		wantName    string
+		wantCreated bool
+	}{
+		{name: "no environment yet", wantName: names[0], wantCreated: true},
+		{name: "the user's own environment is not the course's", existing: []client.Object{ul("alice-lab", user, lab)}, wantName: names[0], wantCreated: true},
+		{name: "the course's, under any name", existing: []client.Object{inCourse(ul("old-name", user, lab), "db")}, wantName: "old-name"},
+		{name: "another course's is not this one's", existing: []client.Object{inCourse(ul(names[0], user, lab), "other")}, wantName: names[1], wantCreated: true},
+		{name: "the user's own took the name first", racer: ul(names[0], user, lab), wantName: names[1], wantCreated: true},
+		{name: "another replica created it first", racer: inCourse(ul(names[0], user, lab), "db"), wantName: names[0]},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.existing...).Build()
+			w := &racingWriter{Client: c, taker: tc.racer}
+			name, created, err := Create(context.Background(), c, w, inCourse(ul("", user, lab), "db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]any{tc.wantName, tc.wantCreated}, []any{name, created}); diff != "" {
+				t.Errorf("Create (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

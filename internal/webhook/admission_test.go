@@ -98,7 +98,11 @@ func runController() error {
 	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml")); err != nil {
 		return err
 	}
-	restCfg, err := env.ConfigBoundTo(ctx, "userland-controller-under-test", "userland-controller")
+	const identity = "userland-controller-under-test"
+	if err := grantCertificateObjects(ctx, identity); err != nil {
+		return err
+	}
+	restCfg, err := env.ConfigBoundTo(ctx, identity, "userland-controller")
 	if err != nil {
 		return err
 	}
@@ -128,6 +132,32 @@ func runController() error {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
 	}()
+	return nil
+}
+
+// grantCertificateObjects does what the chart does for the self-managed
+// certificate (charts/userland/templates/rbac.yaml, webhook.yaml): ships
+// the Secret empty and grants the controller its Secret and its webhook
+// configuration by name, which no code marker can express.
+func grantCertificateObjects(ctx context.Context, user string) error {
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	verbs := []string{"get", "list", "watch", "update"}
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNamespace, Name: "userland-webhook-cert"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNamespace, Name: "webhook-cert"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"userland-webhook-cert"}, Verbs: verbs}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNamespace, Name: "webhook-cert"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "webhook-cert"}, Subjects: subjects},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "webhook-config-under-test"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"}, ResourceNames: []string{configName}, Verbs: verbs}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "webhook-config-under-test"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "webhook-config-under-test"}, Subjects: subjects},
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
 	return nil
 }
 
@@ -390,4 +420,207 @@ func TestUserManagersCannotChangeWhatRuns(t *testing.T) {
 	if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
 		t.Errorf("listing Secrets: %v, want Forbidden", err)
 	}
+}
+
+// templateAuthor binds user to userland-template-author in ns and returns a
+// client that acts as them.
+func templateAuthor(t *testing.T, ns, user string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	name := "author-" + strings.NewReplacer("@", "-", ".", "-").Replace(user)
+	grant(t, ns, name, "ClusterRole", "userland-template-author", user)
+	c, err := client.New(env.ConfigFor(user), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAuthorized(t, c, &v1alpha1.TemplateList{}, client.InNamespace(ns))
+	return c
+}
+
+// waitAuthorized waits until c may list: RBAC authorizes from its own
+// informers, so a binding just made takes a moment to count, and a
+// refusal must be the webhook's, not RBAC's.
+func waitAuthorized(t *testing.T, c client.Client, list client.ObjectList, opts ...client.ListOption) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = c.List(ctx, list, opts...)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the template author's binding never counted: %v", last)
+	}
+}
+
+// grant binds user to a role in ns ("": a ClusterRoleBinding) and removes
+// cluster-wide bindings when the test ends.
+func grant(t *testing.T, ns, name, roleKind, role, user string) {
+	t.Helper()
+	ctx := context.Background()
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: roleKind, Name: role}
+	var obj client.Object = &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, RoleRef: ref, Subjects: subjects}
+	if ns == "" {
+		obj = &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: ref, Subjects: subjects}
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+	}
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// secretsAndServiceAccount is a role (a ClusterRole when ns is "") that
+// grants get on the Secrets and use on the ServiceAccount, by name: what a
+// template author needs to name them.
+func secretsAndServiceAccount(t *testing.T, ns, name, serviceAccount string, secrets ...string) {
+	t.Helper()
+	ctx := context.Background()
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: secrets},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{v1alpha1.VerbUse}, ResourceNames: []string{serviceAccount}},
+	}
+	var obj client.Object = &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}
+	if ns == "" {
+		obj = &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+	}
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withSecretsAndServiceAccount names a ServiceAccount and Secrets in a
+// secret volume (after a harmless one) and an init container's variable.
+func withSecretsAndServiceAccount(tmpl *v1alpha1.TemplateSpec) {
+	pod := &tmpl.PodTemplate.Spec
+	pod.ServiceAccountName = "builder"
+	pod.Volumes = []corev1.Volume{
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-pass"}}},
+	}
+	pod.InitContainers = []corev1.Container{{Name: "init", Image: "example.org/init:1", Env: []corev1.EnvVar{{Name: "TOKEN",
+		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "init-token"}, Key: "t"}}}}}}
+}
+
+// admittedEventually retries create: RBAC authorizes from its own
+// informers, so a binding just made takes a moment to count.
+func admittedEventually(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := c.Create(ctx, obj.DeepCopyObject().(client.Object))
+		if ctx.Err() == nil {
+			last = err // not the poll's own deadline
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("not admitted once granted: %v", last)
+	}
+}
+
+// TestTemplateAuthorsNeedTheSecretsAndServiceAccountsTheyName: the
+// controller mounts what a template names, so a template author must be
+// allowed to get each Secret and use each ServiceAccount themselves.
+func TestTemplateAuthorsNeedTheSecretsAndServiceAccountsTheyName(t *testing.T) {
+	startWebhooks(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	const author, other = "author@uni.example.ac.jp", "other@uni.example.ac.jp"
+	c := templateAuthor(t, ns, author)
+
+	tmpl := compliant(ns, "db")
+	withSecretsAndServiceAccount(&tmpl.Spec)
+	in := " in namespace " + ns
+	assertCauses(t, c.Create(ctx, tmpl), map[string]string{
+		"spec.podTemplate.spec.serviceAccountName":                                   author + " may not use serviceaccounts builder" + in,
+		"spec.podTemplate.spec.volumes[1].secret.secretName":                         author + " may not get secrets db-pass" + in,
+		"spec.podTemplate.spec.initContainers[0].env[0].valueFrom.secretKeyRef.name": author + " may not get secrets init-token" + in,
+	})
+
+	secretsAndServiceAccount(t, ns, "db-access", "builder", "db-pass", "init-token")
+	grant(t, ns, "author-db-access", "Role", "db-access", author)
+	admittedEventually(t, c, tmpl)
+
+	// A namespace editor may get the namespace's Secrets and impersonate
+	// its ServiceAccounts, which is more than use. Kubernetes' edit role
+	// grants both, aggregated by kube-controller-manager, which this
+	// API-only server does not run: the rules are spelled out here.
+	const editor = "editor@uni.example.ac.jp"
+	ec := templateAuthor(t, ns, editor)
+	if err := env.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "editor"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, ns, "editor", "Role", "editor", editor)
+	byEditor := tmpl.DeepCopy()
+	byEditor.Name, byEditor.ResourceVersion = "db-editor", ""
+	admittedEventually(t, ec, byEditor)
+
+	// Someone who may write templates but not read the Secrets: an update
+	// that leaves the pod template alone (a GitOps re-apply, a new idle
+	// timeout) is admitted; one that changes what runs next to the
+	// Secrets (a new image) is asked about every reference again.
+	oc := templateAuthor(t, ns, other)
+	var current v1alpha1.Template
+	if err := oc.Get(ctx, client.ObjectKeyFromObject(tmpl), &current); err != nil {
+		t.Fatal(err)
+	}
+	if err := oc.Update(ctx, &current); err != nil {
+		t.Fatalf("re-applying the same template was refused: %v", err)
+	}
+	current.Spec.DisplayName = "Databases"
+	current.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: time.Hour}}
+	if err := oc.Update(ctx, &current); err != nil {
+		t.Fatalf("an update outside the pod template was refused: %v", err)
+	}
+	current.Spec.PodTemplate.Spec.Containers[0].Image = "example.org/code:2"
+	err := oc.Update(ctx, &current)
+	assertCauses(t, err, map[string]string{
+		"spec.podTemplate.spec.serviceAccountName":           other + " may not use serviceaccounts builder" + in,
+		"spec.podTemplate.spec.volumes[1].secret.secretName": other + " may not get secrets db-pass" + in,
+	})
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && len(status.Status().Details.Causes) != 3 {
+		t.Errorf("causes %v, want the three references", status.Status().Details.Causes)
+	}
+}
+
+// TestClusterTemplateReferencesAreCheckedClusterWide: a ClusterTemplate
+// runs in every namespace it allows, so its author needs the Secrets and
+// the ServiceAccount cluster-wide; a grant in one namespace is not enough.
+func TestClusterTemplateReferencesAreCheckedClusterWide(t *testing.T) {
+	startWebhooks(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	author := "cluster-author-" + ns
+	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, "", author, "ClusterRole", "userland-template-author", author)
+	secretsAndServiceAccount(t, ns, "db-access", "builder", "db-pass", "init-token")
+	grant(t, ns, "db-access", "Role", "db-access", author)
+	c, err := client.New(env.ConfigFor(author), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ct := &v1alpha1.ClusterTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ct-" + ns}, Spec: v1alpha1.ClusterTemplateSpec{TemplateSpec: compliant("", "").Spec}}
+	withSecretsAndServiceAccount(&ct.Spec.TemplateSpec)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, ct) })
+	waitAuthorized(t, c, &v1alpha1.ClusterTemplateList{})
+	last := c.Create(ctx, ct)
+	assertCauses(t, last, map[string]string{
+		"spec.podTemplate.spec.serviceAccountName":           author + " may not use serviceaccounts builder cluster-wide",
+		"spec.podTemplate.spec.volumes[1].secret.secretName": author + " may not get secrets db-pass cluster-wide",
+	})
+
+	secretsAndServiceAccount(t, "", "db-access-"+ns, "builder", "db-pass", "init-token")
+	grant(t, "", "db-access-"+ns, "ClusterRole", "db-access-"+ns, author)
+	admittedEventually(t, c, ct)
 }

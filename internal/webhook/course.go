@@ -47,8 +47,21 @@ type CourseValidator struct {
 
 // ValidateCreate checks a new Course.
 func (v *CourseValidator) ValidateCreate(ctx context.Context, c *v1alpha1.Course) (admission.Warnings, error) {
+	return v.validate(ctx, nil, c, true)
+}
+
+// validate checks c (old is nil on create); templates only when asked.
+func (v *CourseValidator) validate(ctx context.Context, old, c *v1alpha1.Course, templates bool) (admission.Warnings, error) {
 	spec := field.NewPath("spec")
 	errs := ValidateCourseSpec(&c.Spec, spec)
+	volErrs, err := v.checkSharedVolumes(ctx, old, c, spec.Child("sharedVolumes"))
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, volErrs...)
+	if !templates {
+		return nil, invalid("Course", c.Name, errs)
+	}
 	for i, t := range c.Spec.Templates {
 		path := spec.Child("templates").Index(i).Child("name")
 		msg, err := v.templateProblem(ctx, c.Namespace, course.Ref(t))
@@ -92,10 +105,7 @@ func (v *CourseValidator) templateProblem(ctx context.Context, namespace string,
 // only when the list changed: a template deleted since is the status's
 // to report, and must not block a roster change.
 func (v *CourseValidator) ValidateUpdate(ctx context.Context, old, c *v1alpha1.Course) (admission.Warnings, error) {
-	if slices.Equal(old.Spec.Templates, c.Spec.Templates) {
-		return nil, invalid("Course", c.Name, ValidateCourseSpec(&c.Spec, field.NewPath("spec")))
-	}
-	return v.ValidateCreate(ctx, c)
+	return v.validate(ctx, old, c, !slices.Equal(old.Spec.Templates, c.Spec.Templates))
 }
 
 // ValidateDelete allows every deletion: a course's Userlands outlive it.

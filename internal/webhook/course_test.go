@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,5 +131,106 @@ func TestCourseManagersRunCoursesNotTemplates(t *testing.T) {
 	other := env.Namespace(t)
 	if err := c.Create(ctx, testobj.MakeCourse(other, "x").Template("lab", v1alpha1.ProvisionOnSignIn).Obj()); !apierrors.IsForbidden(err) {
 		t.Errorf("creating a course in a namespace not granted: %v, want Forbidden", err)
+	}
+}
+
+// TestSharedMaterialIsNobodysHome: a course manager cannot share a
+// student's home claim with the class (read-write for staff), nor a claim
+// they may not read; material they may read is shared, and a claim that
+// does not exist yet may be named by who may get it.
+func TestSharedMaterialIsNobodysHome(t *testing.T) {
+	startWebhooks(t)
+	loadRoles(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	home := testobj.MakeUserland(ns, "alice-lab", "alice@uni.example", "lab").Obj()
+	if err := env.Client.Create(ctx, compliant(ns, "lab")); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, home); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(name string, labels map[string]string, owners ...metav1.OwnerReference) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, OwnerReferences: owners},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+	}
+	owner := metav1.OwnerReference{APIVersion: "userland.dev/v1alpha1", Kind: "Userland", Name: home.Name, UID: home.UID}
+	for _, pvc := range []*corev1.PersistentVolumeClaim{
+		// As the controller labels a home claim.
+		claim("alice-lab-home", map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelUserland: "alice-lab"}),
+		// Owned by the Userland, its label taken off.
+		claim("alice-lab-data", nil, owner),
+		claim("material", nil),
+		claim("grades", nil),
+	} {
+		if err := env.Client.Create(ctx, pvc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	manager := clientAs(t, ns, "prof@uni.example", clusterRole("userland-course-manager"))
+	// The namespace's administrator lets the manager read the material
+	// and the students' claims (say, to see their sizes), not the grades.
+	reader := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-claims"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"},
+			ResourceNames: []string{"material", "alice-lab-home", "alice-lab-data", "later"}}},
+	}
+	if err := env.Client.Create(ctx, reader); err != nil {
+		t.Fatal(err)
+	}
+	clientAs(t, ns, "prof@uni.example", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "read-claims"})
+	withClaim := func(name, claimName string) *v1alpha1.Course {
+		return testobj.MakeCourse(ns, name).Students("a@uni.example").Template("lab", v1alpha1.ProvisionOnSignIn).
+			SharedVolume("material", claimName, "/course").Obj()
+	}
+	cases := []struct {
+		name   string
+		course *v1alpha1.Course
+		want   map[string]string
+	}{
+		{"a student's home claim", withClaim("c1", "alice-lab-home"),
+			map[string]string{"spec.sharedVolumes[0].claimName": `claim "alice-lab-home" belongs to a Userland`}},
+		{"a claim a Userland owns", withClaim("c2", "alice-lab-data"),
+			map[string]string{"spec.sharedVolumes[0].claimName": `claim "alice-lab-data" belongs to a Userland`}},
+		{"a claim the manager may not read", withClaim("c3", "grades"),
+			map[string]string{"spec.sharedVolumes[0].claimName": "prof@uni.example may not get persistentvolumeclaims grades in namespace " + ns}},
+		{"a missing claim the manager may not read", withClaim("c4", "nothing-yet"),
+			map[string]string{"spec.sharedVolumes[0].claimName": "may not get persistentvolumeclaims nothing-yet"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assertCauses(t, manager.Create(ctx, tc.course), tc.want)
+		})
+	}
+	ok := withClaim("ok", "material")
+	if err := manager.Create(ctx, ok); err != nil {
+		t.Fatalf("sharing material the manager may read was refused: %v", err)
+	}
+	if err := manager.Create(ctx, withClaim("later", "later")); err != nil {
+		t.Errorf("naming a claim that does not exist yet, which the manager may get, was refused: %v", err)
+	}
+	// Adding a home claim later is refused the same way; a roster change
+	// does not re-ask about the material already admitted.
+	patch := client.MergeFrom(ok.DeepCopy())
+	ok.Spec.SharedVolumes = append(ok.Spec.SharedVolumes, v1alpha1.SharedVolume{Name: "home", ClaimName: "alice-lab-home", MountPath: "/alice"})
+	assertCauses(t, manager.Patch(ctx, ok, patch), map[string]string{
+		"spec.sharedVolumes[1].claimName": `claim "alice-lab-home" belongs to a Userland`,
+	})
+	if err := env.Client.Delete(ctx, reader); err != nil {
+		t.Fatal(err)
+	}
+	var live v1alpha1.Course
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ok), &live); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(live.DeepCopy())
+	live.Spec.Students.Users = append(live.Spec.Students.Users, "b@uni.example")
+	if err := manager.Patch(ctx, &live, patch); err != nil {
+		t.Errorf("a roster change was refused for material admitted before: %v", err)
 	}
 }

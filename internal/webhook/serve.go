@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,9 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -53,8 +57,19 @@ func NewServer(w *Options) crwebhook.Server {
 	return crwebhook.NewServer(crwebhook.Options{Host: w.Host, Port: w.Port, CertDir: w.CertDir})
 }
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
+// No RBAC markers for the certificate: the chart grants get, list, watch
+// and update on the one Secret (a Role in the release namespace) and on
+// the one ValidatingWebhookConfiguration (resourceNames), because their
+// names come from the release; see charts/userland/templates/rbac.yaml.
+// The chart also ships the Secret empty, so the controller never needs
+// create, which RBAC cannot limit to a name.
+
+// The webhooks ask the API server whether the requester may do what an
+// object asks for (internal/access): linking a Userland to a course needs
+// enroll on it, which the controller holds for the Userlands its courses
+// create.
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=userland.dev,resources=courses,verbs=enroll
 
 // Serve registers the webhooks on mgr, enforcing w's Pod Security level
 // on templates. With self-signed certificates it first lets cert-controller
@@ -72,14 +87,27 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 	if len(w.DNSNames) == 0 {
 		return fmt.Errorf("webhook certificates need at least one DNS name")
 	}
-	// cert-controller fills an existing Secret; create it empty so that a
-	// fresh install needs nothing provisioned by hand.
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.CertSecret.Namespace, Name: w.CertSecret.Name}}
-	if err := mgr.GetClient().Create(context.Background(), secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating webhook certificate secret %s: %w", w.CertSecret, err)
+	if err := ensureCertSecret(context.Background(), mgr, w.CertSecret); err != nil {
+		return err
 	}
+	// Setup runs only once the certificate exists, concurrently with the
+	// webhook server's Start. controller-runtime's WebhookMux() reads the
+	// server's defaults without a lock, so they must be set before the
+	// manager starts: registering any path does that. /healthz on the
+	// webhook port is also a cheap liveness check for the TLS listener.
+	mgr.GetWebhookServer().Register("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
 	ready := make(chan struct{})
-	err = rotator.AddRotator(mgr, &rotator.CertRotator{
+	// The rotator's informers list and watch the Secret and the
+	// configuration; scoped to their names, so that RBAC can grant them
+	// by resourceNames rather than every Secret in the namespace and
+	// every webhook configuration in the cluster.
+	scoped := nameScoped(mgr.GetConfig(), map[string]string{
+		"/api/v1/namespaces/" + w.CertSecret.Namespace + "/secrets":             w.CertSecret.Name,
+		"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations": w.ConfigName,
+	})
+	err = rotator.AddRotator(withConfig{Manager: mgr, config: scoped}, &rotator.CertRotator{
 		SecretKey:      w.CertSecret,
 		CertDir:        w.CertDir,
 		CAName:         "userland-webhook-ca",
@@ -161,4 +189,66 @@ func copyCertsToDir(ctx context.Context, reader client.Reader, key types.Namespa
 		case <-time.After(interval):
 		}
 	}
+}
+
+// ensureCertSecret makes sure the certificate Secret exists, since
+// cert-controller only fills an existing one. The chart ships it empty, so
+// in a cluster this is one get; out of a cluster (`userland dev`, tests)
+// the controller's admin credentials create it. Read before create: the
+// shipped RBAC grants no create on Secrets at all.
+func ensureCertSecret(ctx context.Context, mgr ctrl.Manager, key types.NamespacedName) error {
+	var existing corev1.Secret
+	err := mgr.GetAPIReader().Get(ctx, key, &existing)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading webhook certificate secret %s: %w", key, err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := mgr.GetClient().Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating webhook certificate secret %s (the chart ships it; without the chart create it empty): %w", key, err)
+	}
+	return nil
+}
+
+// withConfig hands cert-controller a manager whose configuration is
+// config; it builds its own cache from GetConfig and uses everything else
+// (client, scheme, REST mapper, runnables) from the real manager.
+type withConfig struct {
+	manager.Manager
+	config *rest.Config
+}
+
+func (m withConfig) GetConfig() *rest.Config { return m.config }
+
+// nameScoped returns a copy of cfg whose list and watch requests on the
+// collection paths in names (path → object name) carry
+// fieldSelector=metadata.name=<name>. The API server authorizes such a
+// list or watch as a request for that one name, so RBAC resourceNames can
+// grant it; cert-controller's informers offer no option of their own.
+func nameScoped(cfg *rest.Config, names map[string]string) *rest.Config {
+	scoped := rest.CopyConfig(cfg)
+	scoped.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return nameSelector{next: rt, names: names}
+	})
+	return scoped
+}
+
+type nameSelector struct {
+	next  http.RoundTripper
+	names map[string]string
+}
+
+func (s nameSelector) RoundTrip(req *http.Request) (*http.Response, error) {
+	name, ok := s.names[req.URL.Path]
+	if !ok || req.Method != http.MethodGet || req.URL.Query().Has("fieldSelector") {
+		return s.next.RoundTrip(req)
+	}
+	// RoundTrippers must not modify the request they are given.
+	scoped := req.Clone(req.Context())
+	q := scoped.URL.Query()
+	q.Set("fieldSelector", fields.OneTermEqualSelector("metadata.name", name).String())
+	scoped.URL.RawQuery = q.Encode()
+	return s.next.RoundTrip(scoped)
 }

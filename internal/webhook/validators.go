@@ -2,11 +2,10 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +16,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/idle"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // ValidateTemplateSpec checks what the schema cannot about a template's
@@ -37,7 +37,9 @@ func invalid(kind, name string, errs field.ErrorList) error {
 
 // +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-template,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=templates,verbs=create;update,versions=v1alpha1,name=templates.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5
 
-// TemplateValidator enforces the Pod Security Standards level on Templates.
+// TemplateValidator enforces the Pod Security Standards level on Templates
+// and checks that the requester may use the Secrets and ServiceAccounts a
+// Template names (template_refs.go).
 type TemplateValidator struct {
 	// PodSecurity is the enforced level.
 	PodSecurity *PodSecurity
@@ -46,13 +48,24 @@ type TemplateValidator struct {
 }
 
 // ValidateCreate checks a new Template.
-func (v *TemplateValidator) ValidateCreate(_ context.Context, t *v1alpha1.Template) (admission.Warnings, error) {
-	return nil, invalid("Template", t.Name, ValidateTemplateSpec(v.PodSecurity, &t.Spec, field.NewPath("spec")))
+func (v *TemplateValidator) ValidateCreate(ctx context.Context, t *v1alpha1.Template) (admission.Warnings, error) {
+	return nil, v.validate(ctx, nil, t)
 }
 
-// ValidateUpdate checks a changed Template.
-func (v *TemplateValidator) ValidateUpdate(ctx context.Context, _, t *v1alpha1.Template) (admission.Warnings, error) {
-	return v.ValidateCreate(ctx, t)
+// ValidateUpdate checks a changed Template; only references it adds are
+// asked about (checkTemplateRefs).
+func (v *TemplateValidator) ValidateUpdate(ctx context.Context, old, t *v1alpha1.Template) (admission.Warnings, error) {
+	return nil, v.validate(ctx, &old.Spec, t)
+}
+
+func (v *TemplateValidator) validate(ctx context.Context, old *v1alpha1.TemplateSpec, t *v1alpha1.Template) error {
+	spec := field.NewPath("spec")
+	errs := ValidateTemplateSpec(v.PodSecurity, &t.Spec, spec)
+	refErrs, err := checkTemplateRefs(ctx, v.Access, t.Namespace, old, &t.Spec, spec)
+	if err != nil {
+		return err
+	}
+	return invalid("Template", t.Name, append(errs, refErrs...))
 }
 
 // ValidateDelete allows every deletion.
@@ -63,7 +76,8 @@ func (v *TemplateValidator) ValidateDelete(context.Context, *v1alpha1.Template) 
 // +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-clustertemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=clustertemplates,verbs=create;update,versions=v1alpha1,name=clustertemplates.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5
 
 // ClusterTemplateValidator enforces the Pod Security Standards level on
-// ClusterTemplates.
+// ClusterTemplates and checks, cluster-wide, that the requester may use the
+// Secrets and ServiceAccounts one names (template_refs.go).
 type ClusterTemplateValidator struct {
 	// PodSecurity is the enforced level.
 	PodSecurity *PodSecurity
@@ -72,13 +86,26 @@ type ClusterTemplateValidator struct {
 }
 
 // ValidateCreate checks a new ClusterTemplate.
-func (v *ClusterTemplateValidator) ValidateCreate(_ context.Context, t *v1alpha1.ClusterTemplate) (admission.Warnings, error) {
-	return nil, invalid("ClusterTemplate", t.Name, ValidateTemplateSpec(v.PodSecurity, &t.Spec.TemplateSpec, field.NewPath("spec")))
+func (v *ClusterTemplateValidator) ValidateCreate(ctx context.Context, t *v1alpha1.ClusterTemplate) (admission.Warnings, error) {
+	return nil, v.validate(ctx, nil, t)
 }
 
-// ValidateUpdate checks a changed ClusterTemplate.
-func (v *ClusterTemplateValidator) ValidateUpdate(ctx context.Context, _, t *v1alpha1.ClusterTemplate) (admission.Warnings, error) {
-	return v.ValidateCreate(ctx, t)
+// ValidateUpdate checks a changed ClusterTemplate; only references it adds
+// are asked about (checkTemplateRefs).
+func (v *ClusterTemplateValidator) ValidateUpdate(ctx context.Context, old, t *v1alpha1.ClusterTemplate) (admission.Warnings, error) {
+	return nil, v.validate(ctx, &old.Spec.TemplateSpec, t)
+}
+
+// validate asks about references cluster-wide (namespace ""): a
+// ClusterTemplate runs in every namespace it allows.
+func (v *ClusterTemplateValidator) validate(ctx context.Context, old *v1alpha1.TemplateSpec, t *v1alpha1.ClusterTemplate) error {
+	spec := field.NewPath("spec")
+	errs := ValidateTemplateSpec(v.PodSecurity, &t.Spec.TemplateSpec, spec)
+	refErrs, err := checkTemplateRefs(ctx, v.Access, "", old, &t.Spec.TemplateSpec, spec)
+	if err != nil {
+		return err
+	}
+	return invalid("ClusterTemplate", t.Name, append(errs, refErrs...))
 }
 
 // ValidateDelete allows every deletion.
@@ -100,8 +127,17 @@ type UserlandValidator struct {
 	Access access.Reviewer
 }
 
-// ValidateCreate checks a new Userland.
+// ValidateCreate checks a new Userland: its course link (see
+// validateCourseLink) and its template reference.
 func (v *UserlandValidator) ValidateCreate(ctx context.Context, ul *v1alpha1.Userland) (admission.Warnings, error) {
+	if errs, err := v.validateCourseLink(ctx, nil, ul); err != nil || len(errs) > 0 {
+		return nil, errors.Join(err, invalid("Userland", ul.Name, errs))
+	}
+	return v.validateTemplateRef(ctx, ul)
+}
+
+// validateTemplateRef checks the template a Userland names.
+func (v *UserlandValidator) validateTemplateRef(ctx context.Context, ul *v1alpha1.Userland) (admission.Warnings, error) {
 	ref := ul.Spec.TemplateRef
 	refPath := field.NewPath("spec", "templateRef")
 	if ref.Kind != v1alpha1.TemplateKindClusterTemplate {
@@ -121,20 +157,15 @@ func (v *UserlandValidator) ValidateCreate(ctx context.Context, ul *v1alpha1.Use
 }
 
 // allowsNamespace reports whether ct's allowedNamespaces admits namespace,
-// and the selector it applied (nil when ct admits every namespace).
+// and the selector it applied (nil when ct admits every namespace). The
+// rule lives in package templates: the controller applies the same one on
+// every reconcile.
 func allowsNamespace(ctx context.Context, r client.Reader, ct *v1alpha1.ClusterTemplate, namespace string) (bool, labels.Selector, error) {
-	if ct.Spec.AllowedNamespaces == nil {
-		return true, nil, nil
-	}
-	selector, err := metav1.LabelSelectorAsSelector(ct.Spec.AllowedNamespaces)
+	ok, selector, err := templates.NamespaceAllowed(ctx, r, ct.Spec.AllowedNamespaces, namespace)
 	if err != nil {
-		return false, nil, fmt.Errorf("clustertemplate %s has an invalid allowedNamespaces: %w", ct.Name, err)
+		return false, nil, fmt.Errorf("clustertemplate %s: %w", ct.Name, err)
 	}
-	var ns corev1.Namespace
-	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
-		return false, nil, fmt.Errorf("getting namespace %s: %w", namespace, err)
-	}
-	return selector.Matches(labels.Set(ns.Labels)), selector, nil
+	return ok, selector, nil
 }
 
 func missingTemplateWarning(err error, kind, name, namespace string) (admission.Warnings, error) {
@@ -152,12 +183,16 @@ func missingTemplateWarning(err error, kind, name, namespace string) (admission.
 	}
 }
 
-// ValidateUpdate re-checks a Userland whose reference changed.
+// ValidateUpdate checks a change of a Userland's course link, and
+// re-checks its reference when that changed.
 func (v *UserlandValidator) ValidateUpdate(ctx context.Context, old, ul *v1alpha1.Userland) (admission.Warnings, error) {
+	if errs, err := v.validateCourseLink(ctx, old, ul); err != nil || len(errs) > 0 {
+		return nil, errors.Join(err, invalid("Userland", ul.Name, errs))
+	}
 	if old.Spec.TemplateRef == ul.Spec.TemplateRef {
 		return nil, nil
 	}
-	return v.ValidateCreate(ctx, ul)
+	return v.validateTemplateRef(ctx, ul)
 }
 
 // ValidateDelete allows every deletion.

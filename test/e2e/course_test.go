@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,9 +20,9 @@ import (
 )
 
 // TestInstructorRunsACourseFromItsPage is a course's first week in a
-// browser: the instructor (carol, staff of this course only) finds it on
-// her home page, sees the roster with each student's environment, imports
-// a late student, starts everyone (the running limit queues the rest and
+// browser: the instructor (carol, staff of this course only, bound to the
+// course-manager role in its namespace) finds it on her home page, sees
+// the roster with each student's environment, imports a late student, starts everyone (the running limit queues the rest and
 // the page shows the queue) and stops everyone. A student sees the course
 // and what it offers, and cannot open its page.
 func TestInstructorRunsACourseFromItsPage(t *testing.T) {
@@ -29,10 +31,20 @@ func TestInstructorRunsACourseFromItsPage(t *testing.T) {
 	crs := testobj.MakeCourse(ns, name).Students("bob", "cs1@uni.example.ac.jp", "cs2@uni.example.ac.jp").Staff("carol").
 		Template("jupyterlab", v1alpha1.ProvisionUpFront).MaxRunning(1).Obj()
 	crs.Spec.DisplayName = "Databases (e2e)"
-	if err := stack.Client.Create(ctx, crs); err != nil {
-		t.Fatal(err)
+	// Listed staff see the page; importing and starting everyone take the
+	// course-manager role (RBAC's update on the course).
+	manager := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-carol"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "userland-course-manager"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "carol"}},
+	}
+	for _, o := range []client.Object{crs, manager} {
+		if err := stack.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
+		_ = stack.Client.Delete(ctx, manager)
 		_ = stack.Client.Delete(ctx, crs)
 		_ = stack.Client.DeleteAllOf(ctx, &v1alpha1.Userland{}, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelCourse: name})
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,10 +49,28 @@ type GitHubConfig struct {
 	Orgs, Teams []string
 	// HTTPClient reaches GitHub (http.DefaultClient when nil).
 	HTTPClient *http.Client
+	// Identity is what a signed-in user is (spec.user): GitHubByID
+	// (the default) or GitHubByLogin.
+	Identity string
 }
 
-// GitHub signs users in with a GitHub OAuth app; the login name is the
-// identity.
+// What a GitHub user is to Userland. A login is not an identity: GitHub
+// frees it when its owner renames the account, and whoever registers it
+// next would be given the owner's environments. The numeric user ID stays
+// with the account. The login remains the name shown (Identity.Name).
+const (
+	// GitHubByID makes the user "github:<numeric ID>".
+	GitHubByID = "id"
+	// GitHubByLogin makes the user the login name, as before the ID was
+	// used: kept only for Userlands not yet migrated (docs/github-identity.md).
+	GitHubByLogin = "login"
+)
+
+// GitHubUserPrefix begins a GitHub user's numeric identity.
+const GitHubUserPrefix = "github:"
+
+// GitHub signs users in with a GitHub OAuth app; the numeric user ID (or,
+// for unmigrated installations, the login) is the identity.
 type GitHub struct {
 	cfg   GitHubConfig
 	oauth oauth2.Config
@@ -79,6 +98,13 @@ func NewGitHub(cfg GitHubConfig) (*GitHub, error) {
 		if org, slug, ok := strings.Cut(t, "/"); !ok || org == "" || slug == "" {
 			return nil, fmt.Errorf("GitHub team %q: want org/team-slug", t)
 		}
+	}
+	switch cfg.Identity {
+	case "":
+		cfg.Identity = GitHubByID
+	case GitHubByID, GitHubByLogin:
+	default:
+		return nil, fmt.Errorf("GitHub identity %q: want %s or %s", cfg.Identity, GitHubByID, GitHubByLogin)
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
@@ -128,9 +154,13 @@ func (g *GitHub) Finish(ctx context.Context, f session.Flow, state, code string)
 	if err != nil {
 		return session.Identity{}, fmt.Errorf("reading the GitHub user: %w", err)
 	}
-	id := session.Identity{User: user.GetLogin()}
-	if id.User == "" {
-		return session.Identity{}, errors.New("GitHub returned no login name")
+	login := user.GetLogin()
+	if login == "" || user.GetID() <= 0 {
+		return session.Identity{}, errors.New("GitHub returned no login name or user ID")
+	}
+	id := session.Identity{User: login}
+	if g.cfg.Identity == GitHubByID {
+		id.User, id.Name = GitHubUserPrefix+strconv.FormatInt(user.GetID(), 10), login
 	}
 	emails, _, err := api.Users.ListEmails(ctx, nil)
 	if err != nil {
@@ -141,7 +171,7 @@ func (g *GitHub) Finish(ctx context.Context, f session.Flow, state, code string)
 			id.Email = e.GetEmail()
 		}
 	}
-	if id.Groups, err = g.memberships(ctx, api, id.User); err != nil {
+	if id.Groups, err = g.memberships(ctx, api, login); err != nil {
 		return session.Identity{}, err
 	}
 	if len(g.cfg.Orgs)+len(g.cfg.Teams) > 0 && len(id.Groups) == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -42,37 +43,42 @@ func authorizeAt(t *testing.T, target, login, password string) (state, code stri
 
 func TestGitHubSignIn(t *testing.T) {
 	gh := testenv.StartGitHub(githubCallback, []testenv.GitHubUser{
-		{Login: "alice", Password: "pw", Email: "alice@uni.example", Verified: true, Orgs: []string{"uni"}},
-		{Login: "bob", Password: "pw", Email: "bob@elsewhere.example", Verified: false, Orgs: []string{"uni"}, Teams: []string{"uni/staff"}},
-		{Login: "mallory", Password: "pw", Email: "m@example", Verified: true, Pending: []string{"uni"}},
-		{Login: "eve", Password: "pw", Email: "eve@example", Verified: true},
+		{Login: "alice", ID: 101, Password: "pw", Email: "alice@uni.example", Verified: true, Orgs: []string{"uni"}},
+		{Login: "bob", ID: 102, Password: "pw", Email: "bob@elsewhere.example", Verified: false, Orgs: []string{"uni"}, Teams: []string{"uni/staff"}},
+		{Login: "mallory", ID: 103, Password: "pw", Email: "m@example", Verified: true, Pending: []string{"uni"}},
+		{Login: "eve", ID: 104, Password: "pw", Email: "eve@example", Verified: true},
 	})
 	t.Cleanup(gh.Close)
 	tests := map[string]struct {
 		login       string
 		orgs, teams []string
+		identity    string
 		want        session.Identity
 		wantErr     error
 	}{
 		"org member with a verified address": {
 			login: "alice", orgs: []string{"uni"},
-			want: session.Identity{User: "alice", Email: "alice@uni.example", Groups: []string{"uni"}},
+			want: session.Identity{User: "github:101", Name: "alice", Email: "alice@uni.example", Groups: []string{"uni"}},
 		},
 		"an unverified address is not used": {
 			login: "bob", orgs: []string{"uni"},
-			want: session.Identity{User: "bob", Groups: []string{"uni"}},
+			want: session.Identity{User: "github:102", Name: "bob", Groups: []string{"uni"}},
 		},
 		"team membership becomes a group": {
 			login: "bob", orgs: []string{"uni"}, teams: []string{"uni/staff"},
-			want: session.Identity{User: "bob", Groups: []string{"uni", "uni/staff"}},
+			want: session.Identity{User: "github:102", Name: "bob", Groups: []string{"uni", "uni/staff"}},
 		},
 		"team member alone is enough": {
 			login: "bob", teams: []string{"uni/staff"},
-			want: session.Identity{User: "bob", Groups: []string{"uni/staff"}},
+			want: session.Identity{User: "github:102", Name: "bob", Groups: []string{"uni/staff"}},
 		},
 		"anyone when no org is required": {
 			login: "eve",
-			want:  session.Identity{User: "eve", Email: "eve@example"},
+			want:  session.Identity{User: "github:104", Name: "eve", Email: "eve@example"},
+		},
+		"the login, for installations not yet migrated": {
+			login: "alice", orgs: []string{"uni"}, identity: auth.GitHubByLogin,
+			want: session.Identity{User: "alice", Email: "alice@uni.example", Groups: []string{"uni"}},
 		},
 		"outsider refused":           {login: "eve", orgs: []string{"uni"}, wantErr: auth.ErrNotAllowed},
 		"pending invitation refused": {login: "mallory", orgs: []string{"uni"}, wantErr: auth.ErrNotAllowed},
@@ -82,7 +88,7 @@ func TestGitHubSignIn(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			g, err := auth.NewGitHub(auth.GitHubConfig{
 				ClientID: gh.ClientID, ClientSecret: gh.ClientSecret, RedirectURL: githubCallback,
-				URL: gh.URL, Orgs: tc.orgs, Teams: tc.teams,
+				URL: gh.URL, Orgs: tc.orgs, Teams: tc.teams, Identity: tc.identity,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -143,4 +149,11 @@ func TestGitHubRefusesTamperedFlows(t *testing.T) {
 			t.Error("a missing client secret was accepted")
 		}
 	})
+}
+
+func TestGitHubIdentityMustBeKnown(t *testing.T) {
+	_, err := auth.NewGitHub(auth.GitHubConfig{ClientID: "c", ClientSecret: "s", Identity: "email"})
+	if err == nil || !strings.Contains(err.Error(), "id or login") {
+		t.Errorf("identity email: %v, want an error naming id and login", err)
+	}
 }

@@ -33,7 +33,8 @@ const (
 	Owner      Reason = "owner"
 	Admin      Reason = "admin"
 	Instructor Reason = "instructor"
-	// CourseStaff is staff of the Course the Userland was made for.
+	// CourseStaff is staff of the Course that made the Userland for one
+	// of its students (course.StaffMayReach).
 	CourseStaff Reason = "course-staff"
 )
 
@@ -93,10 +94,13 @@ func (p Policy) Check(ctx context.Context, r client.Reader, id session.Identity,
 	if reason := p.Allowed(id, &ul, nil); reason != "" {
 		return &ul, reason
 	}
+	// Course staff reach only what their course made for its students: a
+	// course's label alone (an environment adopted by an earlier version)
+	// or a staff member's own environment is not enough.
 	if name := ul.Labels[v1alpha1.LabelCourse]; name != "" {
 		var c v1alpha1.Course
 		if err := r.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, &c); err == nil &&
-			course.IsStaff(&c, id.Member()) {
+			course.IsStaff(&c, id.Member()) && course.StaffMayReach(&c, &ul) {
 			return &ul, CourseStaff
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -99,12 +101,60 @@ type StatusEntry struct {
 	Running       bool   `json:"running"`
 }
 
+// eventTTL is how long an environment's latest event is served from
+// memory: the progress script polls every 2 s from every open tab, and
+// each list goes to the API server, whose budget every user shares.
+const eventTTL = 5 * time.Second
+
+// eventCache remembers each environment's latest event for eventTTL, for
+// every user and tab polling it. Polls arriving together wait for one
+// list rather than making one each.
+type eventCache struct {
+	once    sync.Once
+	mu      sync.Mutex
+	entries *lru.Cache // "namespace/name" → *eventEntry
+}
+
+type eventEntry struct {
+	mu   sync.Mutex
+	at   time.Time
+	text string
+}
+
+// entry returns key's entry; at most eventKeys are kept, so the cache
+// stays small however many environments are watched.
+func (c *eventCache) entry(key string) *eventEntry {
+	c.once.Do(func() { c.entries = lru.New(eventKeys) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries.Get(key); ok {
+		return e.(*eventEntry)
+	}
+	e := &eventEntry{}
+	c.entries.Add(key, e)
+	return e
+}
+
+const eventKeys = 4096
+
 // latestEvent returns the newest event about an environment in plain
-// words, e.g. "Stopped: environment scaled to zero (Suspended)".
+// words, e.g. "Stopped: environment scaled to zero (Suspended)", at most
+// eventTTL old.
 func (d *Dashboard) latestEvent(ctx context.Context, ns, name string) string {
 	if d.Events == nil {
 		return ""
 	}
+	e := d.events.entry(ns + "/" + name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now := time.Now(); e.at.IsZero() || now.Sub(e.at) >= eventTTL {
+		e.text, e.at = d.listLatestEvent(ctx, ns, name), now
+	}
+	return e.text
+}
+
+// listLatestEvent reads an environment's newest event from the API server.
+func (d *Dashboard) listLatestEvent(ctx context.Context, ns, name string) string {
 	var events corev1.EventList
 	if err := d.Events.List(ctx, &events, client.InNamespace(ns),
 		client.MatchingFields{"involvedObject.kind": "Userland", "involvedObject.name": name}); err != nil {

@@ -78,7 +78,25 @@ func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Id
 		http.Error(w, "the form expired; reload the page and try again", http.StatusForbidden)
 		return
 	}
-	switch verb := r.PostFormValue("action"); verb {
+	verb := r.PostFormValue("action")
+	switch verb {
+	case "import", "start", "stop", "restart":
+	default:
+		http.Error(w, "unknown action", http.StatusBadRequest)
+		return
+	}
+	// Every action here changes the course as a whole, which being listed
+	// as staff does not allow: RBAC must (courseChange). The page offers
+	// these forms only to those it allows; this refuses forged ones.
+	if err := d.mayChangeCourse(ctx, id, c); err != nil {
+		status, msg := courseChangeRefusal(err)
+		if status != http.StatusForbidden {
+			ctrl.LoggerFrom(ctx).Error(err, "checking a course change with the API server", "action", verb, "course", c.Name)
+		}
+		http.Error(w, msg, status)
+		return
+	}
+	switch verb {
 	case "import":
 		d.courseImport(w, r, id, c)
 	case "start", "stop", "restart":
@@ -89,8 +107,6 @@ func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Id
 			return
 		}
 		http.Redirect(w, r, auth.SafeReturnPath(back+"&flash="+urlQueryEscape(flash)), http.StatusSeeOther)
-	default:
-		http.Error(w, "unknown action", http.StatusBadRequest)
 	}
 }
 
@@ -113,16 +129,37 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 	byUser := map[string]*CourseMember{}
 	for i := range items {
 		ul := &items[i]
+		reason := d.courseRowAccess(id, c, ul)
+		if reason == "" {
+			// Carrying the course's label does not make an environment
+			// the course's: staff learn nothing of one they cannot reach.
+			continue
+		}
 		m := byUser[ul.Spec.User]
 		if m == nil {
 			m = &CourseMember{User: ul.Spec.User, Role: course.RoleOf(c, ul)}
 			byUser[ul.Spec.User] = m
 		}
-		m.Rows = append(m.Rows, rowOf(ul, authz.CourseStaff))
+		m.Rows = append(m.Rows, rowOf(ul, reason))
 	}
 	for _, u := range c.Spec.Students.Users {
 		if byUser[u] == nil {
 			byUser[u] = &CourseMember{User: u, Role: course.Student}
+		}
+	}
+	for _, u := range c.Spec.Staff.Users {
+		if byUser[u] == nil {
+			byUser[u] = &CourseMember{User: u, Role: course.Staff}
+		}
+	}
+	// What the page offers beyond the roster: only what RBAC allows; the
+	// POST asks again.
+	changeErr := d.mayChangeCourse(ctx, id, c)
+	var cannotChange string
+	if changeErr != nil {
+		var status int
+		if status, cannotChange = courseChangeRefusal(changeErr); status != http.StatusForbidden {
+			ctrl.LoggerFrom(ctx).Error(changeErr, "checking a course change with the API server", "course", c.Name)
 		}
 	}
 	members := make([]CourseMember, 0, len(byUser))
@@ -161,8 +198,12 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 		Problems []string
 		Back     string
 		Now      time.Time
+		// CanChange offers the roster import and the whole-course
+		// actions; CannotChange says why they are missing.
+		CanChange    bool
+		CannotChange string
 	}{d.pageFor(ctx, r, id, "Course: "+courseTitle(c)), c, course.PhaseAt(c, now), members, queue, problems,
-		coursePage(c), now})
+		coursePage(c), now, changeErr == nil, cannotChange})
 }
 
 // coursePage is the address of c's page.
@@ -177,8 +218,24 @@ func courseTitle(c *v1alpha1.Course) string {
 	return c.Name
 }
 
-// actOnCourse starts, stops or restarts every environment of the course's
-// students, as staff: one patch each.
+// courseRowAccess is why id may act on ul from c's page: their own, an
+// admin's, or one c made for a current student (course.StaffMayReach);
+// empty for anything else that carries the course's label.
+func (d *Dashboard) courseRowAccess(id session.Identity, c *v1alpha1.Course, ul *v1alpha1.Userland) authz.Reason {
+	switch {
+	case ul.Spec.User == id.User:
+		return authz.Owner
+	case d.Policy.IsAdmin(id):
+		return authz.Admin
+	case course.StaffMayReach(c, ul):
+		return authz.CourseStaff
+	}
+	return ""
+}
+
+// actOnCourse starts, stops or restarts every environment the course made
+// for its current students (course.StaffMayReach), as staff: one patch
+// each. Its caller has checked that RBAC lets the person change the course.
 func (d *Dashboard) actOnCourse(ctx context.Context, c *v1alpha1.Course, verb actions.Verb) (string, error) {
 	items, err := d.courseUserlands(ctx, c)
 	if err != nil {
@@ -187,7 +244,7 @@ func (d *Dashboard) actOnCourse(ctx context.Context, c *v1alpha1.Course, verb ac
 	n := 0
 	for i := range items {
 		ul := &items[i]
-		if course.RoleOf(c, ul) == course.Staff {
+		if !course.StaffMayReach(c, ul) {
 			continue
 		}
 		patch, err := actions.Patch(verb, actions.Staff, ul, d.now())
@@ -205,7 +262,9 @@ func (d *Dashboard) actOnCourse(ctx context.Context, c *v1alpha1.Course, verb ac
 	return fmt.Sprintf("%s %d student environments.", done, n), nil
 }
 
-// courseImport adds an uploaded roster (user, role) to the course.
+// courseImport adds an uploaded roster (user, role) to the course. Its
+// caller has checked that RBAC lets the person change the course: a row
+// with role staff makes someone staff, who then reaches every student.
 func (d *Dashboard) courseImport(w http.ResponseWriter, r *http.Request, id session.Identity, c *v1alpha1.Course) {
 	ctx := r.Context()
 	file, _, err := r.FormFile("roster")

@@ -2,12 +2,16 @@ package dashboard
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/templates"
@@ -88,4 +92,47 @@ func (d *Dashboard) courseCards(ctx context.Context, id session.Identity) []Cour
 		out = append(out, card)
 	}
 	return out
+}
+
+// courseChange is the permission behind every change the course page
+// makes to a course as a whole: a roster import (students or staff) and
+// starting, stopping or restarting everyone. It is RBAC's, asked of the
+// API server, because being listed as staff is a role, not a permission
+// to change who is listed: a TA who could add staff could make anyone
+// staff and so reach any student.
+func courseChange(c *v1alpha1.Course) access.Action {
+	return access.Action{Verb: "update", Group: v1alpha1.GroupVersion.Group, Resource: "courses", Namespace: c.Namespace, Name: c.Name}
+}
+
+// rbacSubject is id as Kubernetes authorization names it (RBACNames'
+// prefixes; access.Mapping keeps IdP names out of "system:").
+func (d *Dashboard) rbacSubject(id session.Identity) access.Subject {
+	return d.RBACNames.Subject(id.User, id.Groups)
+}
+
+// mayChangeCourse is nil when RBAC lets id change c, an *access.Denied
+// when it does not, and the API server's error when it could not say
+// (which callers treat as a refusal).
+func (d *Dashboard) mayChangeCourse(ctx context.Context, id session.Identity, c *v1alpha1.Course) error {
+	return d.Access.Require(ctx, d.rbacSubject(id), courseChange(c))
+}
+
+// courseChangeRefusal is what a person is told when the course page will
+// not change the course for them, and the status a form POST gets.
+func courseChangeRefusal(err error) (int, string) {
+	var denied *access.Denied
+	if errors.As(err, &denied) {
+		return http.StatusForbidden, fmt.Sprintf("Importing a roster, adding staff and starting, stopping or restarting everyone "+
+			"need the course-manager role for this course: Kubernetes does not let %s update %s. "+
+			"Being listed as staff lets you see the course and its students' environments. "+
+			"Ask an administrator for the userland-course-manager role in namespace %s.",
+			denied.User, courseNoun(denied.Action), denied.Action.Namespace)
+	}
+	return http.StatusServiceUnavailable, "Whether you may change this course could not be checked with the cluster, " +
+		"so nothing was changed. Try again in a minute."
+}
+
+// courseNoun names the course as kubectl does ("courses.userland.dev/db").
+func courseNoun(a access.Action) string {
+	return a.Resource + "." + a.Group + "/" + a.Name
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/provision"
@@ -77,6 +78,10 @@ type Dashboard struct {
 	Live client.Reader
 	// Policy decides who sees and acts on what.
 	Policy authz.Policy
+	// Access asks the API server (SubjectAccessReview) whether a person
+	// may change a course, with the person's names as RBACNames maps them.
+	Access    access.Reviewer
+	RBACNames access.Mapping
 	// Provisioner offers and creates self-provisioned environments.
 	Provisioner *provision.Provisioner
 	// CSRF issues and checks form tokens.
@@ -86,6 +91,9 @@ type Dashboard struct {
 	KeepRunning func(ctx context.Context, key types.NamespacedName) error
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+
+	// events caches each environment's latest event for the status poll.
+	events eventCache
 }
 
 // Static serves the stylesheet (shared with the gateway's other pages)

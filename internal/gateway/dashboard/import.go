@@ -1,10 +1,16 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/roster"
 )
@@ -47,7 +53,7 @@ func (d *Dashboard) importRoster(w http.ResponseWriter, r *http.Request, id sess
 	}
 	results := roster.Import(ctx, rows, roster.Options{
 		Reader: d.Reader, Writer: d.Writer, FieldOwner: "userland-dashboard",
-		MayManage: d.namespaceManager(ctx, id),
+		MayManage: d.mayCreateUserlands(ctx, id),
 	})
 	counts := roster.Count(results)
 	render(w, http.StatusOK, "import.html", struct {
@@ -55,6 +61,31 @@ func (d *Dashboard) importRoster(w http.ResponseWriter, r *http.Request, id sess
 		Results                     []roster.Result
 		Created, Existing, Rejected int
 	}{d.pageFor(ctx, r, id, "Roster import"), results, counts[roster.Created], counts[roster.Existing], counts[roster.Rejected]})
+}
+
+// mayCreateUserlands is the roster import's rule for a namespace: the
+// dashboard offers it to admins and the namespace's instructors, and the
+// gateway creates the Userlands with its own rights only if RBAC would
+// let the person create them (create on userlands there). Asked once per
+// namespace of an import; a failed check refuses, as a denial does.
+func (d *Dashboard) mayCreateUserlands(ctx context.Context, id session.Identity) func(ns string) bool {
+	listed := d.namespaceManager(ctx, id)
+	decided := map[string]bool{}
+	return func(ns string) bool {
+		if ok, seen := decided[ns]; seen {
+			return ok
+		}
+		ok := listed(ns)
+		if ok {
+			err := d.Access.Require(ctx, d.rbacSubject(id), access.Action{Verb: "create", Group: v1alpha1.GroupVersion.Group, Resource: "userlands", Namespace: ns})
+			if err != nil && !errors.As(err, new(*access.Denied)) {
+				ctrl.LoggerFrom(ctx).Error(err, "checking a roster import with the API server", "namespace", ns)
+			}
+			ok = err == nil
+		}
+		decided[ns] = ok
+		return ok
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

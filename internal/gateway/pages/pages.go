@@ -76,6 +76,18 @@ var (
 </section>
 {{template "bottom" .}}`))
 
+	// logoutPage is what a GET of /logout shows: signing out is a POST
+	// with the session's form token, so no other site can sign a user out
+	// with a link or an image.
+	logoutPage = template.Must(template.Must(layout.Clone()).Parse(`{{template "top" .}}
+<form class="card stack" method="post" action="/logout">
+<input type="hidden" name="csrf" value="{{.CSRF}}">
+<p>Sign out of Userland on this browser? Your environments keep running until they are idle.</p>
+<button class="primary" type="submit">Sign out</button>
+</form>
+<p><a href="{{or .Home "/"}}">Your environments</a></p>
+{{template "bottom" .}}`))
+
 	messagePage = template.Must(template.Must(layout.Clone()).Parse(`{{template "top" .}}
 <p class="card">{{.Message}}</p>
 <p><a href="{{or .Home "/"}}">Your environments</a></p>
@@ -114,6 +126,13 @@ type Progress struct {
 	Final, Failed bool
 }
 
+// Logout is the sign-out page's form.
+type Logout struct {
+	Frame
+	// CSRF is the session's form token.
+	CSRF string
+}
+
 // Message is an error or "not found" page.
 type Message struct {
 	Frame
@@ -134,6 +153,12 @@ func Headers(w http.ResponseWriter) {
 func RenderLogin(w http.ResponseWriter, code int, p Login) {
 	p.Title, p.Heading = "Sign in", "Sign in to Userland"
 	render(w, code, loginPage, p)
+}
+
+// RenderLogout writes the sign-out page.
+func RenderLogout(w http.ResponseWriter, code int, p Logout) {
+	p.Title, p.Heading = "Sign out", "Sign out"
+	render(w, code, logoutPage, p)
 }
 
 // RenderProgress writes an environment's progress page.

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/session"
@@ -38,40 +35,11 @@ func (p *Provisioner) courseCandidates(ctx context.Context, id session.Identity)
 				continue
 			}
 			out = append(out, Candidate{
-				Namespace: c.Namespace, Ref: ref, Name: naming.ReadableName(id.User, ref.Name),
+				Namespace: c.Namespace, Ref: ref, Name: naming.CourseCandidateNames(c.Name, id.User, ref)[0],
 				DisplayName: resolved.Spec.DisplayName, Description: resolved.Spec.Description,
-				Course: c.Name, Basis: basis,
+				Course: c.Name, Basis: basis, CourseUID: c.UID,
 			})
 		}
 	}
 	return out, nil
-}
-
-// adopt labels id's existing environment from a course's template with the
-// course, when it carries no course yet (made before the course, or by an
-// autoProvision template).
-func (p *Provisioner) adopt(ctx context.Context, c Candidate, key types.NamespacedName) error {
-	if c.Course == "" {
-		return nil
-	}
-	var ul v1alpha1.Userland
-	if err := p.Reader.Get(ctx, key, &ul); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if ul.Labels[v1alpha1.LabelCourse] != "" {
-		return nil
-	}
-	patch := client.MergeFrom(ul.DeepCopy())
-	if ul.Labels == nil {
-		ul.Labels = map[string]string{}
-	}
-	if ul.Annotations == nil {
-		ul.Annotations = map[string]string{}
-	}
-	ul.Labels[v1alpha1.LabelCourse] = c.Course
-	ul.Annotations[v1alpha1.AnnotationEnrolledBy] = c.Basis
-	if err := p.Writer.Patch(ctx, &ul, patch, client.FieldOwner("userland-gateway")); err != nil {
-		return fmt.Errorf("adding userland %s to course %s: %w", key, c.Course, err)
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/userlands"
@@ -71,9 +72,11 @@ type Candidate struct {
 	Name string
 	// DisplayName and Description come from the template.
 	DisplayName, Description string
-	// Course names the Course that offers it, and Basis the roster entry
-	// that admitted the user; both empty for a template's autoProvision.
+	// Course names the Course that offers it, CourseUID is that Course's
+	// UID (the environment's provenance) and Basis the roster entry that
+	// admitted the user; all empty for a template's autoProvision.
 	Course, Basis string
+	CourseUID     types.UID
 }
 
 // Candidates lists every Userland id may self-provision, whether or not it
@@ -87,9 +90,11 @@ func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Ca
 			DisplayName: spec.DisplayName, Description: spec.Description,
 		})
 	}
-	// Courses first: a course's environment and an autoProvision one from
-	// the same template are the same environment, and it should carry the
-	// course's label.
+	// Courses first: a course's environment is named for the course and
+	// made before an autoProvision one from the same template, which is
+	// then not made (the user has an environment from it). A user's
+	// existing environment is never taken into a course: the course makes
+	// its own.
 	courses, err := p.courseCandidates(ctx, id)
 	if err != nil {
 		return nil, err
@@ -119,26 +124,29 @@ func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Ca
 }
 
 // Create creates one candidate's Userland for id. It reports false when
-// id already has an environment from that template, whoever created it
-// (another replica, another sign-in, an administrator).
+// id already has an environment from that template (for a course's
+// candidate: that course's environment), whoever created it (another
+// replica, another sign-in, an administrator). A course's environment is
+// linked to the course as the controller links it (course.NewUserland);
+// the webhook admits that only because the gateway may enroll in courses.
 func (p *Provisioner) Create(ctx context.Context, id session.Identity, c Candidate) (bool, error) {
 	ul := &v1alpha1.Userland{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: c.Namespace,
-			Labels:    map[string]string{"userland.dev/auto-provisioned": "true"},
-		},
-		Spec: v1alpha1.UserlandSpec{User: id.User, TemplateRef: c.Ref},
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace},
+		Spec:       v1alpha1.UserlandSpec{User: id.User, TemplateRef: c.Ref},
 	}
 	if c.Course != "" {
-		ul.Labels[v1alpha1.LabelCourse] = c.Course
-		ul.Annotations = map[string]string{v1alpha1.AnnotationEnrolledBy: c.Basis}
+		crs := &v1alpha1.Course{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Course, UID: c.CourseUID}}
+		ul = course.NewUserland(crs, id.User, c.Basis, c.Ref)
 	}
+	if ul.Labels == nil {
+		ul.Labels = map[string]string{}
+	}
+	ul.Labels["userland.dev/auto-provisioned"] = "true"
 	name, created, err := userlands.Create(ctx, p.Reader, p.Writer, ul, client.FieldOwner("userland-gateway"))
-	if err != nil {
-		return created, err
-	}
-	if !created {
-		return false, p.adopt(ctx, c, types.NamespacedName{Namespace: c.Namespace, Name: name})
+	if err != nil || !created {
+		// Existing: nothing to do. A course never adopts the user's
+		// other environments.
+		return false, err
 	}
 	// The sign-in that created it goes straight on to it (the hand-off,
 	// the dashboard), and both read the cache: wait for the cache to show

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -81,11 +82,78 @@ func headerByte(c byte) byte {
 // environment, never accepted from one.
 var gatewayCookies = session.CookieNames()
 
+// OAuth2ProxyCookies are the cookies oauth2-proxy sets under its default
+// name: the session "_oauth2_proxy", split into "_oauth2_proxy_0",
+// "_oauth2_proxy_1", … when large, and the sign-in's "_oauth2_proxy_csrf"
+// ("_oauth2_proxy_csrf_<state>" with --cookie-csrf-per-request). In header
+// mode the browser sends them to every host under the proxy's cookie
+// domain, environments included, where they are a credential for the
+// proxy itself.
+var OAuth2ProxyCookies = []string{"_oauth2_proxy", "_oauth2_proxy_*"}
+
+// CookieNames are request cookies no environment may see besides the
+// gateway's own: names, and prefixes written with a trailing "*".
+type CookieNames struct {
+	names, prefixes []string
+}
+
+// ParseCookieNames reads a list such as "_oauth2_proxy,_oauth2_proxy_*,
+// _shibsession_*"; a bare "*" would drop every cookie and is refused.
+func ParseCookieNames(list []string) (CookieNames, error) {
+	var c CookieNames
+	for _, n := range list {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		prefix, isPrefix := strings.CutSuffix(n, "*")
+		if prefix == "" || strings.ContainsAny(prefix, "*=; \t,\"") {
+			return CookieNames{}, fmt.Errorf("cookie name %q: want a name, or a name prefix followed by *", n)
+		}
+		if isPrefix {
+			c.prefixes = append(c.prefixes, prefix)
+		} else {
+			c.names = append(c.names, prefix)
+		}
+	}
+	return c, nil
+}
+
+// has reports whether name is one of c's. Cookie names are compared as
+// browsers send them: exactly.
+func (c *CookieNames) has(name string) bool {
+	if c == nil {
+		return false
+	}
+	if slices.Contains(c.names, name) {
+		return true
+	}
+	for _, p := range c.prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropCookie reports whether a request cookie must not reach an environment.
+func dropCookie(name string, extra *CookieNames) bool {
+	return slices.Contains(gatewayCookies, name) || extra.has(name)
+}
+
 // stripGatewayCookies removes the gateway's cookies from a request: an
 // environment must never see a credential, for itself or for others.
-func stripGatewayCookies(h http.Header) {
+func stripGatewayCookies(h http.Header) { stripCookies(h, nil) }
+
+// stripCookies removes the gateway's cookies and extra's from a request.
+// A request with one Cookie line and nothing to remove, the common case,
+// is left as it is, allocating nothing.
+func stripCookies(h http.Header, extra *CookieNames) {
 	lines := h["Cookie"]
 	if len(lines) == 0 {
+		return
+	}
+	if len(lines) == 1 && !anyDropped(lines[0], extra) {
 		return
 	}
 	var b strings.Builder
@@ -95,7 +163,7 @@ func stripGatewayCookies(h http.Header) {
 			part, rest, _ = strings.Cut(rest, ";")
 			part = strings.TrimSpace(part)
 			name, _, _ := strings.Cut(part, "=")
-			if part == "" || slices.Contains(gatewayCookies, strings.TrimSpace(name)) {
+			if part == "" || dropCookie(strings.TrimSpace(name), extra) {
 				continue
 			}
 			if b.Len() > 0 {
@@ -109,6 +177,19 @@ func stripGatewayCookies(h http.Header) {
 		return
 	}
 	h["Cookie"] = []string{b.String()}
+}
+
+// anyDropped reports whether a Cookie line holds a cookie to remove.
+func anyDropped(line string, extra *CookieNames) bool {
+	for rest := line; rest != ""; {
+		var part string
+		part, rest, _ = strings.Cut(rest, ";")
+		name, _, _ := strings.Cut(part, "=")
+		if dropCookie(strings.TrimSpace(name), extra) {
+			return true
+		}
+	}
+	return false
 }
 
 // filterResponse removes from an environment's response what would let it

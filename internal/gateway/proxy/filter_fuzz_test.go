@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,20 +50,41 @@ func FuzzFilterResponse(f *testing.F) {
 }
 
 // FuzzRequestFilters feeds a client's header name and value and its Cookie
-// line: no identity header family and no gateway cookie reach an
-// environment, and other cookies are kept.
+// line, filtered as in header mode behind oauth2-proxy with a single
+// sign-on cookie family configured too: no identity header family, no
+// Authorization, no gateway cookie and no configured cookie (oauth2-proxy's
+// session, its chunks and CSRF cookies, the SSO's) reach an environment,
+// and every other cookie is kept.
 func FuzzRequestFilters(f *testing.F) {
 	f.Add("X-Forwarded-User", "bob", "userland_session=s; app=1")
 	f.Add("x-forwarded-preferred-username", "bob", "__Host-userland_env=e;_xsrf=2")
 	f.Add("Remote-User", "root", " userland_handoff = n ; a=b")
 	f.Add("Forwarded", "for=1.2.3.4;user=bob", "")
 	f.Add("X_Forwarded_User", "bob", "")
+	f.Add("Authorization", "Bearer idp-token", "_oauth2_proxy=s; _oauth2_proxy_0=a; _oauth2_proxy_1=b; app=1")
+	f.Add("Accept", "*/*", "_oauth2_proxy_csrf=c;_oauth2_proxy_csrf_0a1b2c3d=d; _shibsession_abc=x ;_xsrf=2")
+	configured, err := ParseCookieNames(append(slices.Clone(OAuth2ProxyCookies), "_shibsession_*"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	dropped := func(n string) bool {
+		return slices.Contains(gatewayCookies, n) || n == "_oauth2_proxy" ||
+			strings.HasPrefix(n, "_oauth2_proxy_") || strings.HasPrefix(n, "_shibsession_")
+	}
+	p := &Proxy{DropCookies: configured, DropAuthorization: true}
 	f.Fuzz(func(t *testing.T, name, value, cookie string) {
 		h := http.Header{}
 		h.Add(name, value)
 		h.Add("Cookie", cookie)
+		sent := strings.Join(h.Values("Cookie"), ";")
 		dropIdentityHeaders(h, nil)
-		stripGatewayCookies(h)
+		if p.DropAuthorization {
+			h.Del("Authorization")
+		}
+		stripCookies(h, &p.DropCookies)
+		if h.Get("Authorization") != "" {
+			t.Fatal("Authorization passed")
+		}
 		// As a CGI-style server reads names: any case, "_" for "-".
 		cgi := func(s string) string { return strings.ToUpper(strings.NewReplacer("-", "_").Replace(s)) }
 		for got := range h {
@@ -77,15 +99,28 @@ func FuzzRequestFilters(f *testing.F) {
 				}
 			}
 		}
+		var kept []string
 		for _, line := range h.Values("Cookie") {
 			for _, part := range strings.Split(line, ";") {
 				n, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-				for _, g := range gatewayCookies {
-					if strings.TrimSpace(n) == g {
-						t.Fatalf("gateway cookie %q passed in %q", g, line)
-					}
+				if n = strings.TrimSpace(n); dropped(n) {
+					t.Fatalf("cookie %q passed in %q", n, line)
+				}
+				if strings.TrimSpace(part) != "" {
+					kept = append(kept, strings.TrimSpace(part))
 				}
 			}
+		}
+		// Every other cookie is kept, as it was sent.
+		var want []string
+		for _, part := range strings.Split(sent, ";") {
+			n, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if strings.TrimSpace(part) != "" && !dropped(strings.TrimSpace(n)) {
+				want = append(want, strings.TrimSpace(part))
+			}
+		}
+		if !slices.Equal(want, kept) {
+			t.Fatalf("from %q kept %q, want %q", cookie, kept, want)
 		}
 	})
 }

@@ -33,6 +33,61 @@ func TestStripGatewayCookies(t *testing.T) {
 	}
 }
 
+// TestStripConfiguredCookies: behind oauth2-proxy (header mode) the
+// browser sends the proxy's cookies, and on a shared parent domain a
+// single sign-on's, to every environment host; none reaches the app, and
+// the app's own cookies do, including look-alikes.
+func TestStripConfiguredCookies(t *testing.T) {
+	names, err := ParseCookieNames(append(slices.Clone(OAuth2ProxyCookies), "_shibsession_*", "MOD_AUTH_CAS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		cookie []string
+		want   []string
+	}{
+		"oauth2-proxy's session, CSRF and split session": {
+			cookie: []string{"_oauth2_proxy=s; _xsrf=2", "_oauth2_proxy_0=a; _oauth2_proxy_1=b; _oauth2_proxy_csrf=c; _oauth2_proxy_csrf_0d1e2f3a=c2; app=1"},
+			want:   []string{"_xsrf=2; app=1"},
+		},
+		"a university single sign-on": {
+			cookie: []string{"_shibsession_64656661756c74=x; MOD_AUTH_CAS=y; jupyterhub-session-id=z"},
+			want:   []string{"jupyterhub-session-id=z"},
+		},
+		"look-alikes are the app's": {
+			cookie: []string{"_oauth2_proxyish=1; oauth2_proxy=2; x_oauth2_proxy=3; mod_auth_cas=4"},
+			want:   []string{"_oauth2_proxyish=1; oauth2_proxy=2; x_oauth2_proxy=3; mod_auth_cas=4"},
+		},
+		"nothing left": {
+			cookie: []string{"_oauth2_proxy=s", "userland_session=t"},
+			want:   nil,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := http.Header{"Cookie": tc.cookie}
+			stripCookies(h, &names)
+			if diff := cmp.Diff(tc.want, h.Values("Cookie")); diff != "" {
+				t.Errorf("Cookie (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, bad := range []string{"*", "a=b*", "two words"} {
+		if _, err := ParseCookieNames([]string{bad}); err == nil {
+			t.Errorf("ParseCookieNames(%q) accepted it", bad)
+		}
+	}
+}
+
+// A request whose cookies are all the app's is passed on untouched,
+// allocating nothing: the filter runs on every proxied request.
+func TestStripCookiesAllocatesNothingWhenNothingIsDropped(t *testing.T) {
+	names, _ := ParseCookieNames(OAuth2ProxyCookies)
+	h := http.Header{"Cookie": {"_xsrf=2|abc; jupyterhub-session-id=z; theme=dark"}}
+	if n := testing.AllocsPerRun(100, func() { stripCookies(h, &names) }); n != 0 {
+		t.Errorf("%v allocations per request", n)
+	}
+}
+
 func TestFilterResponse(t *testing.T) {
 	cases := map[string]struct {
 		setCookies []string

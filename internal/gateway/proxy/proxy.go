@@ -80,9 +80,17 @@ type Proxy struct {
 	// ExtraIdentityHeaders are more client headers to drop (e.g. the
 	// trusted-header names in that mode).
 	ExtraIdentityHeaders []string
-	transport            http.RoundTripper
-	dial                 func(ctx context.Context, network, addr string) (net.Conn, error)
-	webSockets           webSockets
+	// DropCookies are request cookies, besides the gateway's own, that no
+	// environment sees: in header mode the authenticating proxy's
+	// session, or a single sign-on cookie of a shared parent domain.
+	DropCookies CookieNames
+	// DropAuthorization removes the Authorization header: in header mode
+	// it can carry the authenticating proxy's (or the identity
+	// provider's) token, meant for the gateway's side of the proxy.
+	DropAuthorization bool
+	transport         http.RoundTripper
+	dial              func(ctx context.Context, network, addr string) (net.Conn, error)
+	webSockets        webSockets
 }
 
 // New returns a Proxy with a Transport tuned for one gateway talking to
@@ -181,5 +189,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest, req Request) {
 	if req.Prefix != "" {
 		out.Header.Set(HeaderPrefix, req.Prefix)
 	}
-	stripGatewayCookies(out.Header)
+	if p.DropAuthorization {
+		out.Header.Del("Authorization")
+	}
+	stripCookies(out.Header, &p.DropCookies)
 }

@@ -27,10 +27,21 @@ const CookieName = "userland_session"
 type Identity struct {
 	// User is the identity Userlands are matched against (spec.user).
 	User string `json:"u"`
+	// Name is how the user is shown when User is not a name people know
+	// (GitHub's login beside its numeric ID); empty: User.
+	Name string `json:"n,omitempty"`
 	// Email is the verified e-mail address, when known.
 	Email string `json:"e,omitempty"`
 	// Groups are the identity provider's groups.
 	Groups []string `json:"g,omitempty"`
+}
+
+// Display is the name pages show for the user.
+func (id Identity) Display() string {
+	if id.Name != "" {
+		return id.Name
+	}
+	return id.User
 }
 
 // Member is the identity as a course's roster rules see it.
