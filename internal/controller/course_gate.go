@@ -49,6 +49,13 @@ func (r *UserlandReconciler) resolveCourse(ctx context.Context, s *reconcileStat
 		}
 		return ctrl.Result{}, fmt.Errorf("getting course %s/%s: %w", s.ul.Namespace, name, err)
 	}
+	// Only the course that made this environment governs it (its UID in
+	// AnnotationProvisionedByCourse): a later Course of the same name, or
+	// a label from an earlier version, must not stop it, queue it, cap it
+	// or mount its material into it.
+	if !course.Provisioned(&c, s.ul) {
+		return ctrl.Result{}, nil
+	}
 	if err := r.dropPrivateClaims(ctx, &c); err != nil {
 		return ctrl.Result{}, err
 	}

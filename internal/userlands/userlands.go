@@ -42,10 +42,14 @@ func Is(ul *v1alpha1.Userland, user string, ref v1alpha1.TemplateReference) bool
 }
 
 // IsFor reports whether ul is user's environment from ref for course (the
-// value of its course label); an empty course means any environment of
-// user from ref, as Is.
+// value of its course label); an empty course means user's own
+// environment, one no course is linked to. A course environment never
+// stands in for a personal one: otherwise a course manager could enrol a
+// student up front on an auto-provisioned template and so make the
+// student's own work a course's, which its staff reach and its
+// retirement deletes.
 func IsFor(ul *v1alpha1.Userland, user string, ref v1alpha1.TemplateReference, course string) bool {
-	return Is(ul, user, ref) && (course == "" || ul.Labels[v1alpha1.LabelCourse] == course)
+	return Is(ul, user, ref) && ul.Labels[v1alpha1.LabelCourse] == course
 }
 
 // candidateNames are the names a new environment of user from ref takes,
@@ -88,7 +92,7 @@ func (x *Index) Find(user string, ref v1alpha1.TemplateReference) *v1alpha1.User
 	return x.FindFor(user, ref, "")
 }
 
-// FindFor is Find for course's environment (course empty: any).
+// FindFor is Find for course's environment (course empty: user's own).
 func (x *Index) FindFor(user string, ref v1alpha1.TemplateReference, course string) *v1alpha1.Userland {
 	var found *v1alpha1.Userland
 	for _, ul := range x.byName {

@@ -44,7 +44,7 @@ func TestAdversaryCourseManagerWritesAClaimTheyMayOnlyRead(t *testing.T) {
 	manager := clientAs(t, ns, prof, clusterRole("userland-course-manager"))
 	if err := env.Client.Create(ctx, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-dataset"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}, ResourceNames: []string{"dataset"}}},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}, ResourceNames: []string{"dataset"}}},
 	}); err != nil {
 		t.Fatal(err)
 	}

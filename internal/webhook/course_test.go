@@ -173,11 +173,12 @@ func TestSharedMaterialIsNobodysHome(t *testing.T) {
 		}
 	}
 	manager := clientAs(t, ns, "prof@uni.example", clusterRole("userland-course-manager"))
-	// The namespace's administrator lets the manager read the material
-	// and the students' claims (say, to see their sizes), not the grades.
+	// The namespace's administrator lets the manager read and write the
+	// material and the students' claims (say, to resize them), not the
+	// grades.
 	reader := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-claims"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "update"},
 			ResourceNames: []string{"material", "alice-lab-home", "alice-lab-data", "later"}}},
 	}
 	if err := env.Client.Create(ctx, reader); err != nil {

@@ -55,14 +55,20 @@ func (v *CourseValidator) checkSharedVolumes(ctx context.Context, old, c *v1alph
 			}
 			who = &s
 		}
-		act := access.Action{Verb: "get", Resource: "persistentvolumeclaims", Namespace: c.Namespace, Name: sv.ClaimName}
-		ok, err := v.Access.Allowed(ctx, *who, act)
-		if err != nil {
-			return nil, fmt.Errorf("checking who may share claim %s/%s: %w", c.Namespace, sv.ClaimName, err)
-		}
-		if !ok {
-			errs = append(errs, field.Forbidden(path, fmt.Sprintf(
-				"%s may not %s: a course shares only claims its manager may read", who.User, act)))
+		// Students mount shared material read-only, staff read-write
+		// (internal/course/pod.go): whoever shares a claim hands on both,
+		// so they must hold both themselves.
+		for _, verb := range []string{"get", "update"} {
+			act := access.Action{Verb: verb, Resource: "persistentvolumeclaims", Namespace: c.Namespace, Name: sv.ClaimName}
+			ok, err := v.Access.Allowed(ctx, *who, act)
+			if err != nil {
+				return nil, fmt.Errorf("checking who may share claim %s/%s: %w", c.Namespace, sv.ClaimName, err)
+			}
+			if !ok {
+				errs = append(errs, field.Forbidden(path, fmt.Sprintf(
+					"%s may not %s: a course shares only claims its manager may read and write (staff mount them read-write)", who.User, act)))
+				break
+			}
 		}
 	}
 	return errs, nil

@@ -17,10 +17,15 @@ import (
 	"github.com/userland-dev/userland/internal/templates"
 )
 
-// courseStaff remembers, for one listing, which courses id is staff of.
-type courseStaff map[types.NamespacedName]bool
+// courseStaff remembers, for one listing, the courses id is staff of (nil
+// for a course id is not staff of, or that does not exist).
+type courseStaff map[types.NamespacedName]*v1alpha1.Course
 
-// of reports whether id is staff of the course ul was made for.
+// of reports whether id may see ul as staff: staff of the course ul was
+// made for, and ul one the course made for a current student
+// (course.StaffMayReach, the rule authz.Check applies too). Labelled
+// environments the course did not make and other staff's environments are
+// not listed, so staff do not learn they exist.
 func (m *courseStaff) of(ctx context.Context, r client.Reader, id session.Identity, ul *v1alpha1.Userland) bool {
 	name := ul.Labels[v1alpha1.LabelCourse]
 	if name == "" {
@@ -30,13 +35,15 @@ func (m *courseStaff) of(ctx context.Context, r client.Reader, id session.Identi
 	if *m == nil {
 		*m = courseStaff{}
 	}
-	staff, ok := (*m)[key]
+	c, ok := (*m)[key]
 	if !ok {
-		var c v1alpha1.Course
-		staff = r.Get(ctx, key, &c) == nil && course.IsStaff(&c, id.Member())
-		(*m)[key] = staff
+		var got v1alpha1.Course
+		if r.Get(ctx, key, &got) == nil && course.IsStaff(&got, id.Member()) {
+			c = &got
+		}
+		(*m)[key] = c
 	}
-	return staff
+	return c != nil && course.StaffMayReach(c, ul)
 }
 
 // staffedCourses are the courses id is staff of.
