@@ -252,7 +252,9 @@ func accountKey(name string) string {
 
 // clientAddr is the address a sign-in came from: the connection's, or,
 // when that is a trusted proxy's, the nearest address in X-Forwarded-For
-// that is not one (the left-hand entries are the client's to write).
+// that is not one (the left-hand entries are the client's to write). An
+// IPv6 client is its /64: one host usually holds a whole /64, and keyed by
+// address it would get a fresh sign-in budget per address.
 func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	addr, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -260,7 +262,7 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	}
 	ip := addr.Addr().Unmap()
 	if !inPrefixes(ip, trusted) {
-		return ip.String()
+		return clientKey(ip)
 	}
 	hops := r.Header.Values("X-Forwarded-For")
 	for i := len(hops) - 1; i >= 0; i-- {
@@ -268,14 +270,26 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 		for j := len(parts) - 1; j >= 0; j-- {
 			hop, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
 			if err != nil {
-				return ip.String()
+				return clientKey(ip)
 			}
 			if hop = hop.Unmap(); !inPrefixes(hop, trusted) {
-				return hop.String()
+				return clientKey(hop)
 			}
 		}
 	}
-	return ip.String()
+	return clientKey(ip)
+}
+
+// clientKey is the throttle key of ip: itself for IPv4, its /64 for IPv6.
+func clientKey(ip netip.Addr) string {
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return ip.String()
+	}
+	return p.String()
 }
 
 func inPrefixes(ip netip.Addr, prefixes []netip.Prefix) bool {

@@ -45,6 +45,7 @@ func TestClientAddr(t *testing.T) {
 		"garbage from the client":     {"10.1.2.3:5000", []string{"nonsense, 198.51.100.1"}, "198.51.100.1"},
 		"ingress without the header":  {"10.1.2.3:5000", nil, "10.1.2.3"},
 		"IPv4-mapped IPv6":            {"[::ffff:192.0.2.7]:5000", nil, "192.0.2.7"},
+		"IPv6 is its /64":             {"[2001:db8:1:2:aaaa::7]:5000", nil, "2001:db8:1:2::/64"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &http.Request{RemoteAddr: tc.remote, Header: http.Header{}}

@@ -90,11 +90,12 @@ func (p *Provisioner) Candidates(ctx context.Context, id session.Identity) ([]Ca
 			DisplayName: spec.DisplayName, Description: spec.Description,
 		})
 	}
-	// Courses first: a course's environment is named for the course and
-	// made before an autoProvision one from the same template, which is
-	// then not made (the user has an environment from it). A user's
-	// existing environment is never taken into a course: the course makes
-	// its own.
+	// A course's environment and a personal (autoProvision) one from the
+	// same template are two environments: the course's is named for the
+	// course and is the course's to govern, the personal one is nobody's
+	// but its user's. Neither stands in for the other
+	// (userlands.IsFor), so a course manager cannot make a person's own
+	// work a course's by enrolling them.
 	courses, err := p.courseCandidates(ctx, id)
 	if err != nil {
 		return nil, err
