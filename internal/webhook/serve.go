@@ -90,14 +90,6 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 	if err := ensureCertSecret(context.Background(), mgr, w.CertSecret); err != nil {
 		return err
 	}
-	// Setup runs only once the certificate exists, concurrently with the
-	// webhook server's Start. controller-runtime's WebhookMux() reads the
-	// server's defaults without a lock, so they must be set before the
-	// manager starts: registering any path does that. /healthz on the
-	// webhook port is also a cheap liveness check for the TLS listener.
-	mgr.GetWebhookServer().Register("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-	}))
 	ready := make(chan struct{})
 	// The rotator's informers list and watch the Secret and the
 	// configuration; scoped to their names, so that RBAC can grant them
