@@ -298,7 +298,10 @@ func TestCertificateRotationWorksUnderTheChartsRBAC(t *testing.T) {
 		cancel()
 		start := time.Now()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Logf("the manager stopped with: %v", err)
+			}
 		case <-time.After(time.Minute):
 			t.Logf("the manager had not stopped %s after the test; left running until the package ends", time.Since(start).Round(time.Second))
 		}
