@@ -28,8 +28,8 @@ help: ## Show this help.
 
 .PHONY: build
 build: ## Build bin/userland and the kubectl plugin bin/kubectl-userland.
-	go build -ldflags '$(LDFLAGS)' -o $(BIN)/userland ./cmd/userland
-	go build -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-userland ./cmd/kubectl-userland
+	@hack/quiet.sh "build: bin/userland" $(BIN)/logs/build-userland.log go build -ldflags '$(LDFLAGS)' -o $(BIN)/userland ./cmd/userland
+	@hack/quiet.sh "build: bin/kubectl-userland" $(BIN)/logs/build-kubectl-userland.log go build -ldflags '$(LDFLAGS)' -o $(BIN)/kubectl-userland ./cmd/kubectl-userland
 
 .PHONY: dev
 dev: build ## Run the whole system locally: simulated cluster, controller, gateway, dashboard (http://127.0.0.1:8000).

@@ -317,6 +317,31 @@ func TestPrinterColumns(t *testing.T) {
 	if diff := cmp.Diff([]string{"Name", "Routing", "Idle Timeout", "Rollout", "Users", "Ready", "Age"}, columns(tab)); diff != "" {
 		t.Errorf("ClusterTemplate columns (-want +got):\n%s", diff)
 	}
+
+	// A term's end is in the future, which kubectl's date type (an age)
+	// shows as <invalid>: the column shows the time itself.
+	start, end := time.Date(2026, 4, 6, 0, 0, 0, 0, time.UTC), time.Now().Add(90*24*time.Hour).UTC().Truncate(time.Second)
+	crs := testobj.MakeCourse(ns, "db").Term(start, end).Template("t", v1alpha1.ProvisionOnSignIn).Obj()
+	crs.Spec.DisplayName = "Databases"
+	if err := env.Client.Create(ctx, crs); err != nil {
+		t.Fatal(err)
+	}
+	tab = table(t, fmt.Sprintf("/apis/userland.dev/v1alpha1/namespaces/%s/courses", ns))
+	if diff := cmp.Diff([]string{"Name", "Display", "Phase", "Enrolled", "Running", "Ready", "End"}, columns(tab)); diff != "" {
+		t.Errorf("Course columns (-want +got):\n%s", diff)
+	}
+	if len(tab.Rows) != 1 {
+		t.Fatalf("got %d course rows, want 1", len(tab.Rows))
+	}
+	cells = tab.Rows[0].Cells
+	if got, want := cells[len(cells)-1], end.Format(time.RFC3339); got != want {
+		t.Errorf("Course End cell = %v, want %q", got, want)
+	}
+	for i, c := range tab.ColumnDefinitions {
+		if c.Name == "Start" && cells[i] != start.Format(time.RFC3339) {
+			t.Errorf("Course Start cell = %v, want %q", cells[i], start.Format(time.RFC3339))
+		}
+	}
 }
 
 func TestDiscoveryShortNamesAndCategory(t *testing.T) {

@@ -62,6 +62,9 @@ const (
 	// ReasonIdle means the environment was stopped for inactivity
 	// (StoppedIdle).
 	ReasonIdle = string(StoppedIdle)
+	// ReasonNotStarted means a course made the environment and nobody has
+	// opened it yet (StoppedNotStarted).
+	ReasonNotStarted = string(StoppedNotStarted)
 	// ReasonQueued means the course's running limit holds the environment
 	// back (StoppedQueued).
 	ReasonQueued = string(StoppedQueued)

@@ -255,8 +255,8 @@ type CourseStatus struct {
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queued`,priority=1
-// +kubebuilder:printcolumn:name="Start",type=date,JSONPath=`.spec.term.start`,priority=1
-// +kubebuilder:printcolumn:name="End",type=date,JSONPath=`.spec.term.end`
+// +kubebuilder:printcolumn:name="Start",type=string,JSONPath=`.spec.term.start`,priority=1
+// +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.spec.term.end`
 type Course struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

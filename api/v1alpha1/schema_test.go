@@ -173,6 +173,10 @@ func TestInvalidManifestsAreRejectedNamingTheField(t *testing.T) {
 		"allowed CIDRs with unrestricted egress": {validTemplate, []func(*unstructured.Unstructured){
 			set("Unrestricted", "spec", "network", "egress"), set([]any{"10.20.0.0/16"}, "spec", "network", "allowedCIDRs"),
 		}, "spec.network.allowedCIDRs", "need egress Internet"},
+		"no containers": {validTemplate, []func(*unstructured.Unstructured){set([]any{}, "spec", "podTemplate", "spec", "containers")},
+			"spec.podTemplate.spec.containers", "must list at least one container"},
+		"podTemplate without a pod spec": {validTemplate, []func(*unstructured.Unstructured){remove("spec", "podTemplate", "spec")},
+			"spec.podTemplate.spec.containers", "must list at least one container"},
 		"podTemplate missing": {validTemplate, []func(*unstructured.Unstructured){remove("spec", "podTemplate")},
 			"spec.podTemplate", "Required value"},
 		"cluster template port that no container serves": {strings.Replace(validTemplate, "kind: Template", "kind: ClusterTemplate", 1),
@@ -323,5 +327,26 @@ func TestErrorsAreReportedTogether(t *testing.T) {
 				t.Errorf("fields in one response (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestATemplateWithoutContainersIsRefusedThere: the one cause names the
+// containers; spec.http.port, which no container could serve, is not
+// blamed as well.
+func TestATemplateWithoutContainersIsRefusedThere(t *testing.T) {
+	obj := parse(t, validTemplate)
+	obj.SetNamespace(env.Namespace(t))
+	set([]any{}, "spec", "podTemplate", "spec", "containers")(obj)
+	err := env.Client.Create(context.Background(), obj)
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsInvalid(err) {
+		t.Fatalf("got %v, want an Invalid error", err)
+	}
+	var fields []string
+	for _, c := range status.Status().Details.Causes {
+		fields = append(fields, c.Field)
+	}
+	if diff := cmp.Diff([]string{"spec.podTemplate.spec.containers"}, fields); diff != "" {
+		t.Errorf("fields named (-want +got):\n%s\n%v", diff, err)
 	}
 }

@@ -9,8 +9,8 @@ import (
 
 // TemplateSpec describes what runs in every Userland that refers to the
 // template. Template and ClusterTemplate share it, so both validate alike.
-// +kubebuilder:validation:XValidation:rule="self.podTemplate.spec.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == self.http.port))",message="must equal the containerPort of a container in podTemplate",fieldPath=".http.port"
-// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.all(v, !has(v.containers) || v.containers.all(n, self.podTemplate.spec.containers.exists(c, c.name == n)))",message="every name in volumes[].containers must be a container of podTemplate",fieldPath=".volumes"
+// +kubebuilder:validation:XValidation:rule="!has(self.podTemplate.spec) || !has(self.podTemplate.spec.containers) || size(self.podTemplate.spec.containers) == 0 || self.podTemplate.spec.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == self.http.port))",message="must equal the containerPort of a container in podTemplate",fieldPath=".http.port"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || !has(self.podTemplate.spec) || !has(self.podTemplate.spec.containers) || size(self.podTemplate.spec.containers) == 0 || self.volumes.all(v, !has(v.containers) || v.containers.all(n, self.podTemplate.spec.containers.exists(c, c.name == n)))",message="every name in volumes[].containers must be a container of podTemplate",fieldPath=".volumes"
 type TemplateSpec struct {
 	// DisplayName is the name people see in the dashboard and in
 	// kubectl userland, e.g. "VS Code". Control characters are refused: a
@@ -27,7 +27,10 @@ type TemplateSpec struct {
 
 	// PodTemplate is the pod every Userland runs: one or more containers, for
 	// example phpMyAdmin beside MariaDB. The controller adds the per-user
-	// volumes, identity environment variables and labels.
+	// volumes, identity environment variables and labels. A template
+	// without a container is refused here, at the containers, rather than
+	// at spec.http.port, which no container could then serve.
+	// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.containers) && size(self.spec.containers) > 0",message="must list at least one container",fieldPath=".spec.containers"
 	PodTemplate corev1.PodTemplateSpec `json:"podTemplate"`
 
 	// HTTP says where the environment serves its web UI and how the gateway

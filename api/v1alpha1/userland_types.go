@@ -70,7 +70,7 @@ const (
 )
 
 // StoppedReason says why an environment is stopped.
-// +kubebuilder:validation:Enum=Suspended;Idle;Queued;BeforeTerm;TermEnded;Unenrolled
+// +kubebuilder:validation:Enum=Suspended;Idle;NotStarted;Queued;BeforeTerm;TermEnded;Unenrolled
 type StoppedReason string
 
 const (
@@ -79,6 +79,10 @@ const (
 	// StoppedIdle means the environment had no traffic for the template's
 	// idle timeout. The next request through the gateway wakes it.
 	StoppedIdle StoppedReason = "Idle"
+	// StoppedNotStarted means a course made the environment ahead of its
+	// first use and nobody has opened it yet. The first request through
+	// the gateway starts it, as it wakes an idle one.
+	StoppedNotStarted StoppedReason = "NotStarted"
 	// StoppedQueued means the environment was asked to start but its
 	// course's limits.maxRunning is reached; status.queuePosition is its
 	// place in line, and it starts when its turn comes.

@@ -85,7 +85,8 @@ type auditEntry struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
 
 // apiCounts counts a user's requests in [from, to) by "verb resource".

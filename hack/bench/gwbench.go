@@ -42,6 +42,8 @@ type gatewayResult struct {
 	Wakes []wakeSample
 	// Slow is the gateway under slow anonymous clients.
 	Slow *slowResult
+	// Roster is the authorization cost of a roster import.
+	Roster *rosterResult
 }
 
 // Targets of the load runs, in the order each round runs them.
@@ -176,6 +178,11 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 		if gwProc, gwAddr, err = gw.start(); err != nil {
 			return nil, err
 		}
+	}
+	logf("gateway: %d roster imports of %d rows", rosterRounds, rosterRows)
+	_, port, _ = strings.Cut(gwAddr, ":")
+	if res.Roster, err = benchRosterImport(ctx, c, gwAddr, benchMainHost+":"+port, sessionCookie, auditLog); err != nil {
+		return nil, err
 	}
 	// Wakes first, while the fresh gateway has no activity left to record.
 	logf("gateway: %d wakes of an idle-stopped environment", wakeSamples)

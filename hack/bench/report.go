@@ -75,6 +75,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 			added := gw.Half[name].P99 - gw.Half[targetDirect].P99
 			p("| gateway added p99 at half its maximum load (%.0f req/s, %s) | ≤ 2 ms | %s (p99 %s vs direct %s) | bare proxy adds %s | — | %s |", gw.HalfRate, routedHow[name], ms(added), ms(gw.Half[name].P99), ms(gw.Half[targetDirect].P99), ms(gw.Half[targetBare].P99-gw.Half[targetDirect].P99), verdict(added <= 2*time.Millisecond))
 		}
+		if gw.Roster != nil {
+			rosterRow(p, gw.Roster)
+		}
 		if s := gw.Slow; s != nil {
 			ok := s.GrowthKiB() <= slowGrowthTargetKiB && s.Cut == s.Clients && s.ProbeErrors == 0
 			p("| gateway under %d slow anonymous clients (stalled headers, trickled and flooded sign-in forms) | RSS growth ≤ %d MiB, every one cut off by the gateway, a signed-in user still served | +%.1f MiB at peak (%.1f before, %.1f after); %d of %d cut off, the longest held %s; %d of %d signed-in requests served, p99 %s | — | — | %s |",

@@ -42,6 +42,8 @@ func TestReadinessPrecedence(t *testing.T) {
 			nil, ready{metav1.ConditionFalse, v1alpha1.ReasonSuspended, "suspended (spec.suspend is true)"}},
 		{"idle", reconcileState{stopReason: v1alpha1.StoppedIdle},
 			nil, ready{metav1.ConditionFalse, v1alpha1.ReasonIdle, "stopped after no activity; the next request wakes it"}},
+		{"made by a course, never opened", reconcileState{stopReason: v1alpha1.StoppedNotStarted, course: &v1alpha1.Course{}},
+			nil, ready{metav1.ConditionFalse, v1alpha1.ReasonNotStarted, "not started yet; it starts when its user first opens it"}},
 		{"cannot start", reconcileState{running: true, health: pulling},
 			nil, ready{metav1.ConditionFalse, v1alpha1.ReasonImagePullBackOff, "container app: the image could not be pulled"}},
 	}

@@ -88,8 +88,8 @@ func TestCourseProvisionsTheRoster(t *testing.T) {
 	}
 	first := userlandOf(items, roster[0])
 	ul := waitPhase(t, ns, first.Name, v1alpha1.PhaseStopped)
-	if ul.Status.StoppedReason != v1alpha1.StoppedIdle {
-		t.Errorf("an up-front environment is %s/%s before anyone opened it, want Stopped/Idle", ul.Status.Phase, ul.Status.StoppedReason)
+	if ul.Status.StoppedReason != v1alpha1.StoppedNotStarted {
+		t.Errorf("an up-front environment is %s/%s before anyone opened it, want Stopped/NotStarted", ul.Status.Phase, ul.Status.StoppedReason)
 	}
 
 	// Roster changes: one added, one removed.

@@ -94,6 +94,11 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		}
 		if !s.running {
 			s.stopReason = v1alpha1.StoppedIdle
+			if s.course != nil && lastActivity == nil {
+				// Made by its course ahead of use, and never asked for
+				// since: it has not run, so it is not idle.
+				s.stopReason = v1alpha1.StoppedNotStarted
+			}
 		}
 	}
 	requeue, err := r.applyCourse(ctx, s, next, wasRunning, idleStoppedAt, lastActivity)

@@ -168,7 +168,7 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 		if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil && ul.Status.Phase == v1alpha1.PhaseFailed {
 			message = c.Message
 		}
-		if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedIdle {
+		if ul.Status.Phase == v1alpha1.PhaseStopped && (ul.Status.StoppedReason == v1alpha1.StoppedIdle || ul.Status.StoppedReason == v1alpha1.StoppedNotStarted) {
 			message = idleStoppedMessage(ul, time.Now())
 		}
 		if ul.Status.StoppedReason == v1alpha1.StoppedQueued {

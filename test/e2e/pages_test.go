@@ -112,3 +112,29 @@ func TestPagesShareTheDashboardsLookAndSayWhatHappens(t *testing.T) {
 func jsString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s) + `"`
 }
+
+// TestCoursePageNotFoundIsTheGatewaysOwn: teacher instructs the demo
+// namespace but is not staff of this course, so its page is not found to
+// him, on the gateway's own page (heading, stylesheet, landmarks), not
+// Go's bare "404 page not found"; and it says nothing of the course.
+func TestCoursePageNotFoundIsTheGatewaysOwn(t *testing.T) {
+	bg := context.Background()
+	crs := testobj.MakeCourse(devenv.DemoNamespace, "e2e-not-staff").Students("alice").Obj()
+	crs.Spec.DisplayName = "Not teacher's course (e2e)"
+	if err := stack.Client.Create(bg, crs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.Client.Delete(bg, crs) })
+	ctx := sessionFor(t, 2*time.Minute)
+	signIn(t, ctx, "teacher")
+	do(t, ctx, "teacher opening a course he is not staff of",
+		chromedp.Navigate(stack.URL+"/dashboard/course?namespace="+devenv.DemoNamespace+"&name="+crs.Name),
+		chromedp.WaitVisible(chromedp.CSS("h1")))
+	if h1 := eval[string](t, ctx, `document.querySelector("h1").textContent`); h1 != "Not found" {
+		t.Errorf("course page for a non-member: heading %q, want Not found", h1)
+	}
+	if text := eval[string](t, ctx, `document.body.innerText`); strings.Contains(text, crs.Spec.DisplayName) || strings.Contains(text, crs.Name) {
+		t.Errorf("the not-found page tells of the course:\n%s", text)
+	}
+	pageChecks(t, ctx, "course not found")
+}

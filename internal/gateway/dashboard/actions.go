@@ -18,6 +18,7 @@ import (
 	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
@@ -29,11 +30,11 @@ var errForbidden = errors.New("no such environment")
 func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, id session.Identity) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		gwpages.Error(w, r, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	if !d.CSRF.CheckCSRF(r, r.PostFormValue("csrf")) {
-		http.Error(w, "the form expired; reload the page and try again", http.StatusForbidden)
+		gwpages.Error(w, r, http.StatusForbidden, "the form expired; reload the page and try again")
 		return
 	}
 	ctx := r.Context()

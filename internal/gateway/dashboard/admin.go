@@ -15,6 +15,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
@@ -47,7 +48,7 @@ func (f Filter) keep(ul *v1alpha1.Userland, now time.Time) bool {
 func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Identity) {
 	ctx := r.Context()
 	if !d.manages(ctx, id) {
-		http.NotFound(w, r)
+		gwpages.NotFound(w, r)
 		return
 	}
 	q := r.URL.Query()
@@ -60,7 +61,7 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 		return f.keep(ul, now)
 	})
 	if err != nil {
-		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		gwpages.Error(w, r, http.StatusInternalServerError, "could not list environments")
 		return
 	}
 	// The filter choices come from what the user may see, not the cluster.
@@ -228,7 +229,7 @@ func (d *Dashboard) status(w http.ResponseWriter, r *http.Request, id session.Id
 	all := r.URL.Query().Get("all") == "1"
 	rows, err := d.visible(ctx, id, func(a authz.Reason, _ *v1alpha1.Userland) bool { return all || a == authz.Owner })
 	if err != nil {
-		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		gwpages.Error(w, r, http.StatusInternalServerError, "could not list environments")
 		return
 	}
 	now := d.now()

@@ -20,6 +20,7 @@ import (
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/roster"
 )
@@ -53,14 +54,14 @@ func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Id
 		r.Body = http.MaxBytesReader(w, r.Body, maxRosterBytes)
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
 			if err := r.ParseMultipartForm(maxRosterBytes); err != nil {
-				http.Error(w, "the upload is not a roster file of at most 2 MiB", http.StatusBadRequest)
+				gwpages.Error(w, r, http.StatusBadRequest, "the upload is not a roster file of at most 2 MiB")
 				return
 			}
 		}
 	}
 	c := d.staffCourse(ctx, r, id)
 	if c == nil {
-		http.NotFound(w, r)
+		gwpages.NotFound(w, r)
 		return
 	}
 	back := coursePage(c)
@@ -71,18 +72,18 @@ func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Id
 	case http.MethodPost:
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		gwpages.Error(w, r, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	if !d.CSRF.CheckCSRF(r, r.PostFormValue("csrf")) {
-		http.Error(w, "the form expired; reload the page and try again", http.StatusForbidden)
+		gwpages.Error(w, r, http.StatusForbidden, "the form expired; reload the page and try again")
 		return
 	}
 	verb := r.PostFormValue("action")
 	switch verb {
 	case "import", "start", "stop", "restart":
 	default:
-		http.Error(w, "unknown action", http.StatusBadRequest)
+		gwpages.Error(w, r, http.StatusBadRequest, "unknown action")
 		return
 	}
 	// Every action here changes the course as a whole, which being listed
@@ -93,7 +94,7 @@ func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Id
 		if status != http.StatusForbidden {
 			ctrl.LoggerFrom(ctx).Error(err, "checking a course change with the API server", "action", verb, "course", c.Name)
 		}
-		http.Error(w, msg, status)
+		gwpages.Error(w, r, status, msg)
 		return
 	}
 	switch verb {
@@ -123,7 +124,7 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 	ctx := r.Context()
 	items, err := d.courseUserlands(ctx, c)
 	if err != nil {
-		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		gwpages.Error(w, r, http.StatusInternalServerError, "could not list environments")
 		return
 	}
 	byUser := map[string]*CourseMember{}
@@ -269,13 +270,13 @@ func (d *Dashboard) courseImport(w http.ResponseWriter, r *http.Request, id sess
 	ctx := r.Context()
 	file, _, err := r.FormFile("roster")
 	if err != nil {
-		http.Error(w, "choose a CSV file to import", http.StatusBadRequest)
+		gwpages.Error(w, r, http.StatusBadRequest, "choose a CSV file to import")
 		return
 	}
 	defer func() { _ = file.Close() }()
 	rows, err := roster.ParseCourse(file)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		gwpages.Error(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	var results []roster.Result
@@ -295,7 +296,7 @@ func (d *Dashboard) courseImport(w http.ResponseWriter, r *http.Request, id sess
 	})
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "course roster import", "course", c.Name)
-		http.Error(w, "the course could not be changed: "+plainError(err), http.StatusConflict)
+		gwpages.Error(w, r, http.StatusConflict, "the course could not be changed: "+plainError(err))
 		return
 	}
 	counts := roster.Count(results)

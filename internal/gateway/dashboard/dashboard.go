@@ -121,7 +121,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request, id session
 	// Browsers send Sec-Fetch-Site/Origin; a cross-site POST is refused
 	// before the token is even looked at.
 	if err := http.NewCrossOriginProtection().Check(r); err != nil {
-		http.Error(w, "cross-site request refused", http.StatusForbidden)
+		gwpages.Error(w, r, http.StatusForbidden, "cross-site request refused")
 		return
 	}
 	switch r.URL.Path {
@@ -138,7 +138,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request, id session
 	case CoursePath:
 		d.course(w, r, id)
 	default:
-		http.NotFound(w, r)
+		gwpages.NotFound(w, r)
 	}
 }
 

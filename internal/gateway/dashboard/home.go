@@ -16,6 +16,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway/authz"
+	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -74,6 +75,8 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 		switch ul.Status.StoppedReason {
 		case v1alpha1.StoppedIdle:
 			row.Message = "stopped because nobody used it; opening it starts it again"
+		case v1alpha1.StoppedNotStarted:
+			row.Message = "not started yet; opening it starts it"
 		case v1alpha1.StoppedQueued, v1alpha1.StoppedBeforeTerm, v1alpha1.StoppedTermEnded, v1alpha1.StoppedUnenrolled:
 			// A course holds it: the reason is the phase shown, and the
 			// controller's words (the place in line, the term's dates)
@@ -198,7 +201,7 @@ func (d *Dashboard) home(w http.ResponseWriter, r *http.Request, id session.Iden
 	ctx := r.Context()
 	rows, err := d.visible(ctx, id, func(a authz.Reason, _ *v1alpha1.Userland) bool { return a == authz.Owner })
 	if err != nil {
-		http.Error(w, "could not list environments", http.StatusInternalServerError)
+		gwpages.Error(w, r, http.StatusInternalServerError, "could not list environments")
 		return
 	}
 	var offers []provision.Candidate

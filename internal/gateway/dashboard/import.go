@@ -11,6 +11,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/access"
+	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/roster"
 )
@@ -24,31 +25,31 @@ func (d *Dashboard) importRoster(w http.ResponseWriter, r *http.Request, id sess
 	ctx := r.Context()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		gwpages.Error(w, r, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	if !d.manages(ctx, id) {
-		http.NotFound(w, r)
+		gwpages.NotFound(w, r)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRosterBytes)
 	if err := r.ParseMultipartForm(maxRosterBytes); err != nil {
-		http.Error(w, "the upload is not a roster file of at most 2 MiB", http.StatusBadRequest)
+		gwpages.Error(w, r, http.StatusBadRequest, "the upload is not a roster file of at most 2 MiB")
 		return
 	}
 	if !d.CSRF.CheckCSRF(r, r.PostFormValue("csrf")) {
-		http.Error(w, "the form expired; reload the page and try again", http.StatusForbidden)
+		gwpages.Error(w, r, http.StatusForbidden, "the form expired; reload the page and try again")
 		return
 	}
 	file, _, err := r.FormFile("roster")
 	if err != nil {
-		http.Error(w, "choose a CSV file to import", http.StatusBadRequest)
+		gwpages.Error(w, r, http.StatusBadRequest, "choose a CSV file to import")
 		return
 	}
 	defer func() { _ = file.Close() }()
 	rows, err := roster.Parse(file, []string{roster.ColumnUser, roster.ColumnNamespace, roster.ColumnTemplate}, "")
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		gwpages.Error(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
 	results := roster.Import(ctx, rows, roster.Options{
