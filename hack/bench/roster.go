@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/testobj"
 )
 
@@ -94,11 +95,18 @@ func benchRosterImport(ctx context.Context, c client.Client, gwAddr, mainHost, s
 	hc := &http.Client{Timeout: time.Minute}
 	for round := range rosterRounds {
 		name := fmt.Sprintf("roster-%d", round)
-		if err := c.Create(ctx, testobj.MakeCourse("gw", name).Obj()); err != nil {
+		var err error
+		if err = c.Create(ctx, testobj.MakeCourse("gw", name).Staff("bench").Template("app", v1alpha1.ProvisionOnSignIn).Obj()); err != nil {
 			return nil, err
 		}
 		page := "http://" + gwAddr + "/dashboard/course?" + url.Values{"namespace": {"gw"}, "name": {name}}.Encode()
-		token, err := rosterPageToken(hc, page, mainHost, sessionCookie)
+		// The gateway reads courses from its cache, which sees the new
+		// one a moment after the API server does.
+		var token string
+		deadline := time.Now().Add(30 * time.Second)
+		for token, err = rosterPageToken(hc, page, mainHost, sessionCookie); err != nil && time.Now().Before(deadline); token, err = rosterPageToken(hc, page, mainHost, sessionCookie) {
+			time.Sleep(200 * time.Millisecond)
+		}
 		if err != nil {
 			return nil, err
 		}
