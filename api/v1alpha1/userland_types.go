@@ -15,6 +15,16 @@ const (
 	TemplateKindClusterTemplate TemplateKind = "ClusterTemplate"
 )
 
+// OrDefault is k, or Template when k is empty: the API server defaults
+// the kind, but objects built in memory and course entries may leave it
+// out. The one place that says so.
+func (k TemplateKind) OrDefault() TemplateKind {
+	if k == "" {
+		return TemplateKindTemplate
+	}
+	return k
+}
+
 // TemplateReference names the template a Userland runs.
 type TemplateReference struct {
 	// Kind is Template (in the Userland's namespace) or ClusterTemplate.

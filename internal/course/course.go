@@ -155,7 +155,7 @@ func StudentStop(c *v1alpha1.Course, role Role, now time.Time) v1alpha1.StoppedR
 // Find returns the template entry of c for ref, or nil.
 func Find(c *v1alpha1.Course, ref v1alpha1.TemplateReference) *v1alpha1.CourseTemplate {
 	for i, t := range c.Spec.Templates {
-		if kindOf(t.Kind) == kindOf(ref.Kind) && t.Name == ref.Name {
+		if t.Kind.OrDefault() == ref.Kind.OrDefault() && t.Name == ref.Name {
 			return &c.Spec.Templates[i]
 		}
 	}
@@ -164,12 +164,5 @@ func Find(c *v1alpha1.Course, ref v1alpha1.TemplateReference) *v1alpha1.CourseTe
 
 // Ref is the template reference of a course template.
 func Ref(t v1alpha1.CourseTemplate) v1alpha1.TemplateReference {
-	return v1alpha1.TemplateReference{Kind: kindOf(t.Kind), Name: t.Name}
-}
-
-func kindOf(k v1alpha1.TemplateKind) v1alpha1.TemplateKind {
-	if k == "" {
-		return v1alpha1.TemplateKindTemplate
-	}
-	return k
+	return v1alpha1.TemplateReference{Kind: t.Kind.OrDefault(), Name: t.Name}
 }

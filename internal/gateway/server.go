@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,6 +87,10 @@ type Server struct {
 	// X-Forwarded-For names the client, which static sign-in throttles
 	// per address; empty: the connection's address is the client's.
 	ForwardedBy []netip.Prefix
+
+	// Clock tells the time that wake decisions and messages use; nil is
+	// the real clock. Latency metrics always use the real one.
+	Clock clock.PassiveClock
 
 	// idleRules holds each template's compiled activity rules.
 	idleRules idle.Cache

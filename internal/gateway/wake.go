@@ -19,22 +19,31 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
+// now is the server clock's time.
+func (s *Server) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
+}
+
 // shouldWake reports whether key needs a wake write now, and notes it.
 func (s *Server) shouldWake(key types.NamespacedName, window time.Duration) bool {
+	now := s.now()
 	s.wakingMu.Lock()
 	defer s.wakingMu.Unlock()
-	if at, ok := s.waking[key]; ok && time.Since(at) < window {
+	if at, ok := s.waking[key]; ok && now.Sub(at) < window {
 		return false
 	}
 	if s.waking == nil {
 		s.waking = map[types.NamespacedName]time.Time{}
 	}
 	for k, at := range s.waking {
-		if time.Since(at) >= window {
+		if now.Sub(at) >= window {
 			delete(s.waking, k)
 		}
 	}
-	s.waking[key] = time.Now()
+	s.waking[key] = now
 	return true
 }
 
@@ -169,7 +178,7 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 			message = c.Message
 		}
 		if ul.Status.Phase == v1alpha1.PhaseStopped && (ul.Status.StoppedReason == v1alpha1.StoppedIdle || ul.Status.StoppedReason == v1alpha1.StoppedNotStarted) {
-			message = idleStoppedMessage(ul, time.Now())
+			message = idleStoppedMessage(ul, s.now())
 		}
 		if ul.Status.StoppedReason == v1alpha1.StoppedQueued {
 			message = queuedMessage(ul)

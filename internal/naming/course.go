@@ -30,11 +30,7 @@ const maxCoursePart = maxLabel - maxUserPart - 1 - maxTemplatePart - 2
 // hashed form (HostLabel), as for any name with "--".
 func CourseCandidateNames(course, user string, ref v1alpha1.TemplateReference) []string {
 	readable := ReadableName(user, ref.Name)
-	kind := ref.Kind
-	if kind == "" {
-		kind = v1alpha1.TemplateKindTemplate // the API server's default
-	}
-	sum := sha256.Sum256([]byte(course + "\x00" + user + "\x00" + string(kind) + "/" + ref.Name))
+	sum := sha256.Sum256([]byte(course + "\x00" + user + "\x00" + string(ref.Kind.OrDefault()) + "/" + ref.Name))
 	return []string{
 		readable + "--" + strings.TrimPrefix(sanitise(course, maxCoursePart), "u-"),
 		readable + "---" + hex.EncodeToString(sum[:])[:hashLen],

@@ -175,11 +175,7 @@ func ReadableName(user, template string) string {
 // user or template: the readable name and a short hash of user, kind and
 // template, e.g. "alice-jupyterlab-3f9a1c".
 func HashedName(user string, ref v1alpha1.TemplateReference) string {
-	kind := ref.Kind
-	if kind == "" {
-		kind = v1alpha1.TemplateKindTemplate // the API server's default
-	}
-	sum := sha256.Sum256([]byte(user + "\x00" + string(kind) + "/" + ref.Name))
+	sum := sha256.Sum256([]byte(user + "\x00" + string(ref.Kind.OrDefault()) + "/" + ref.Name))
 	return ReadableName(user, ref.Name) + "-" + hex.EncodeToString(sum[:])[:shortHashLen]
 }
 

@@ -17,7 +17,6 @@
 package userlands
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +37,7 @@ var ErrNoFreeName = errors.New("every name for this environment is taken by anot
 // Is reports whether ul is user's environment from ref.
 // An empty kind is Template, as the API server defaults it.
 func Is(ul *v1alpha1.Userland, user string, ref v1alpha1.TemplateReference) bool {
-	return ul.Spec.User == user && kind(ul.Spec.TemplateRef) == kind(ref) && ul.Spec.TemplateRef.Name == ref.Name
+	return ul.Spec.User == user && ul.Spec.TemplateRef.Kind.OrDefault() == ref.Kind.OrDefault() && ul.Spec.TemplateRef.Name == ref.Name
 }
 
 // IsFor reports whether ul is user's environment from ref for course (the
@@ -59,10 +58,6 @@ func candidateNames(user string, ref v1alpha1.TemplateReference, course string) 
 		return naming.CourseCandidateNames(course, user, ref)
 	}
 	return naming.CandidateNames(user, ref)
-}
-
-func kind(ref v1alpha1.TemplateReference) v1alpha1.TemplateKind {
-	return cmp.Or(ref.Kind, v1alpha1.TemplateKindTemplate)
 }
 
 // Index is one namespace's Userlands as listed once: a roster import
