@@ -14,6 +14,42 @@ const (
 	ConditionUpToDate = "UpToDate"
 )
 
+// The kstatus conditions (sigs.k8s.io/cli-utils/pkg/kstatus), reported on
+// Userlands and Courses, which kubectl wait, Flux and other tools read to
+// tell an object in progress or stuck from a settled one. They follow
+// kstatus's "abnormal-true" convention: each is present, and True, only
+// while it applies, and is removed, never set False, when it does not; an
+// object with neither is settled (its Ready says how it is). Both are
+// computed with Ready, from the same findings, so neither costs a status
+// write of its own.
+const (
+	// ConditionReconciling is True while the controller, or the cluster
+	// for it, is still working toward the spec: an environment starting
+	// (or whose pod cannot start yet), a template or shared claim awaited,
+	// a step that failed and is retried with backoff. Its reason is
+	// ReasonProgressing or ReasonProgressingWithRetry; its message is
+	// Ready's.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the object cannot make progress until
+	// a person changes something: its spec, or an object of someone else's
+	// in its way. Its reason and message are Ready's (NameConflict,
+	// VolumeConflict, NamespaceNotAllowed on a Userland, whose phase is
+	// then Failed; ClaimOfUserland, ClaimNotShareable, SnapshotMismatch on
+	// a Course). The controller does not retry it; a change to the object,
+	// or to what it refers to, reconciles it again.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the Reconciling condition.
+const (
+	// ReasonProgressing means the work goes on: the environment is
+	// starting, or something it needs is awaited.
+	ReasonProgressing = "Progressing"
+	// ReasonProgressingWithRetry means a step failed (Ready says which,
+	// with ReasonReconcileFailed) and the controller retries with backoff.
+	ReasonProgressingWithRetry = "ProgressingWithRetry"
+)
+
 // Reasons of the TemplateResolved condition.
 const (
 	// ReasonTemplateNotFound means the referenced template does not exist.

@@ -19,8 +19,24 @@ const module = "github.com/userland-dev/userland"
 // use the API types and each other, never the components that call them.
 var leaves = []string{
 	"internal/access", "internal/actions", "internal/apilimits", "internal/course", "internal/idle",
-	"internal/naming", "internal/roster", "internal/templates", "internal/userlands", "internal/version",
-	"internal/wsframe",
+	"internal/naming", "internal/reconcile", "internal/roster", "internal/templates", "internal/userlands",
+	"internal/version", "internal/wsframe",
+}
+
+// kit is the reconcile kit. Every reconciler is built on it, so it uses
+// none of the project's packages, rule packages included: only the API
+// machinery, client-go's utilities and controller-runtime.
+const kit = "internal/reconcile"
+
+// otherLeaves are the leaves but the kit, as names under internal/.
+func otherLeaves() []string {
+	var out []string
+	for _, l := range leaves {
+		if l != kit {
+			out = append(out, strings.TrimPrefix(l, "internal/"))
+		}
+	}
+	return out
 }
 
 // testCode is what a shipped binary must not link.
@@ -49,6 +65,7 @@ var rules = []rule{
 	{"rule packages are leaves", leaves,
 		internal("gateway", "controller", "webhook", "plugin", "devenv", "simcluster", "chartrender", "testenv", "testobj", "image", "echo")},
 	{"the API types import nothing of the implementation", []string{"api/..."}, internal(".*")},
+	{"the reconcile kit imports no rule package either", []string{kit}, internal(otherLeaves()...)},
 }
 
 // deps is the dependency closure of the roots, test files excluded.
@@ -102,6 +119,7 @@ func TestRulesCatchAViolation(t *testing.T) {
 		"the controller and the webhooks do not import the gateway":                                        module + "/internal/gateway/dashboard",
 		"rule packages are leaves":                           module + "/internal/gateway",
 		"the API types import nothing of the implementation": module + "/internal/naming",
+		"the reconcile kit imports no rule package either":   module + "/internal/templates",
 	}
 	for _, r := range rules {
 		ex, ok := examples[r.name]
