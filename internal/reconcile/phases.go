@@ -15,18 +15,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// Finding is a reason (CamelCase, for a condition) and a message in plain
-// words: what a phase found that the conditions report.
-type Finding struct {
-	Reason, Message string
-}
-
 // Stop is what a phase returns, as its error, to end the phases early
 // without failing: the queue must not retry with backoff, because
 // retrying now cannot help; a change to the object, or to an object it
 // watches, brings the next reconcile.
 type Stop struct {
-	Finding
+	// Reason (CamelCase) and Message (plain words) say why, for the
+	// conditions.
+	Reason, Message string
 	// Stalled is true when only a person can unblock the object (an
 	// invalid spec, an object of someone else's in the way): kstatus's
 	// Stalled. Otherwise the phases wait for something a watch reports,
@@ -44,12 +40,12 @@ func (s *Stop) Error() string {
 
 // Stalled ends the phases: the spec cannot succeed as it is.
 func Stalled(reason, message string) error {
-	return &Stop{Finding: Finding{Reason: reason, Message: message}, Stalled: true}
+	return &Stop{Reason: reason, Message: message, Stalled: true}
 }
 
 // Waiting ends the phases until something a watch reports happens.
 func Waiting(reason, message string) error {
-	return &Stop{Finding: Finding{Reason: reason, Message: message}}
+	return &Stop{Reason: reason, Message: message}
 }
 
 // Phase is one step of a reconcile, over the state S its phases share. It

@@ -39,11 +39,11 @@ func TestRun(t *testing.T) {
 		{"an error ends the phases, without their requeues", []Phase[*[]string]{step("a", time.Second, nil), step("b", time.Minute, boom), step("c", 0, nil)},
 			outcome{Ran: []string{"a", "b"}, Err: "boom"}},
 		{"a stall ends the phases and is no error", []Phase[*[]string]{step("a", time.Second, nil), step("b", 0, Stalled("NameConflict", "taken")), step("c", 0, nil)},
-			outcome{Ran: []string{"a", "b"}, Stop: &Stop{Finding: Finding{"NameConflict", "taken"}, Stalled: true}}},
+			outcome{Ran: []string{"a", "b"}, Stop: &Stop{Reason: "NameConflict", Message: "taken", Stalled: true}}},
 		{"a wait ends the phases and is no error", []Phase[*[]string]{step("a", 0, Waiting("TemplateNotFound", "waiting")), step("b", 0, nil)},
-			outcome{Ran: []string{"a"}, Stop: &Stop{Finding: Finding{"TemplateNotFound", "waiting"}}}},
+			outcome{Ran: []string{"a"}, Stop: &Stop{Reason: "TemplateNotFound", Message: "waiting"}}},
 		{"a wrapped stop is a stop", []Phase[*[]string]{step("a", 0, fmt.Errorf("claims: %w", Stalled("VolumeConflict", "theirs")))},
-			outcome{Ran: []string{"a"}, Stop: &Stop{Finding: Finding{"VolumeConflict", "theirs"}, Stalled: true}}},
+			outcome{Ran: []string{"a"}, Stop: &Stop{Reason: "VolumeConflict", Message: "theirs", Stalled: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
