@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
@@ -94,7 +94,7 @@ func (r *UserlandReconciler) existsUncached(ctx context.Context, s *reconcileSta
 // nameConflict turns errNameConflict into a stalled Userland.
 func (r *UserlandReconciler) nameConflict(s *reconcileState, kind string, err error) (ctrl.Result, error) {
 	if errors.Is(err, errNameConflict) {
-		return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a %s named %q exists that this Userland does not own", kind, s.ul.Name)), nil
+		return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a %s named %q exists that this Userland does not own", kind, s.ul.Name))
 	}
 	return ctrl.Result{}, err
 }
@@ -139,7 +139,7 @@ func (r *UserlandReconciler) getCached(ctx context.Context, key types.Namespaced
 // nothing can be created there again, and the Userland goes with it.
 func terminalIfNamespaceTerminating(err error) error {
 	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		return reconcile.TerminalError(err)
+		return crreconcile.TerminalError(err)
 	}
 	return err
 }

@@ -7,25 +7,42 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/reconcile"
 )
 
-// maxFailureMessage bounds the error text a Ready condition carries.
-const maxFailureMessage = 1024
+// maxFailureMessage bounds the error text a Ready condition carries, as it
+// bounds every condition's message.
+const maxFailureMessage = reconcile.MaxMessage
 
-// summarize sets Ready and UpToDate once per reconcile, from what the
-// phases found and the error that ended them (nil on success), so no phase
-// can leave Ready True while a later one failed.
+// summarize sets Ready, Reconciling or Stalled, and UpToDate once per
+// reconcile, from what the phases found and the error that ended them (nil
+// on success), so no phase can leave Ready True while a later one failed.
 func (r *UserlandReconciler) summarize(s *reconcileState, err error) {
 	status, reason, message := readiness(s, err)
-	r.setCondition(s, v1alpha1.ConditionReady, status, reason, message)
+	s.conditions.Set(v1alpha1.ConditionReady, status, reason, message)
+	// kstatus's conditions follow Ready's findings, with Ready's message,
+	// so they change only when Ready does and cost no write of their own.
+	switch {
+	case err != nil:
+		s.conditions.Reconciling(v1alpha1.ReasonProgressingWithRetry, message)
+	case s.stalled != nil && !s.waiting:
+		s.conditions.Stalled(reason, message)
+	case s.stalled != nil, s.running && s.health.Phase != v1alpha1.PhaseReady:
+		// Waiting for the template; starting, or a pod the kubelet keeps
+		// trying to start.
+		s.conditions.Reconciling(v1alpha1.ReasonProgressing, message)
+	default:
+		// Serving, or stopped as it should be.
+		s.conditions.Settled()
+	}
 	if !s.rolloutDecided {
 		return
 	}
 	if s.ul.Status.UpdatePending {
-		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionFalse, v1alpha1.ReasonRolloutDeferred,
+		s.conditions.False(v1alpha1.ConditionUpToDate, v1alpha1.ReasonRolloutDeferred,
 			fmt.Sprintf("a template change waits for the %s rollout policy", s.template.Spec.Rollout.Policy))
 	} else {
-		r.setCondition(s, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, v1alpha1.ReasonRolledOut, "the environment runs the current template")
+		s.conditions.True(v1alpha1.ConditionUpToDate, v1alpha1.ReasonRolledOut, "the environment runs the current template")
 	}
 }
 
@@ -35,11 +52,7 @@ func (r *UserlandReconciler) summarize(s *reconcileState, err error) {
 func readiness(s *reconcileState, err error) (metav1.ConditionStatus, string, string) {
 	switch {
 	case err != nil:
-		message := err.Error()
-		if len(message) > maxFailureMessage {
-			message = message[:maxFailureMessage] + "…"
-		}
-		return metav1.ConditionFalse, v1alpha1.ReasonReconcileFailed, message
+		return metav1.ConditionFalse, v1alpha1.ReasonReconcileFailed, reconcile.Truncate(err.Error())
 	case s.stalled != nil:
 		return metav1.ConditionFalse, s.stalled.reason, s.stalled.message
 	case !s.running && s.stopReason == v1alpha1.StoppedIdle:

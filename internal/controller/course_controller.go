@@ -19,11 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/reconcile"
 	"github.com/userland-dev/userland/internal/templates"
 )
 
@@ -103,10 +103,10 @@ func (r *CourseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		result = lowestRequeue(result, res)
+		result = reconcile.LowestRequeue(result, res)
 	}
 	s.c.Status.Phase = course.PhaseAt(s.c, s.now)
-	return lowestRequeue(result, ctrl.Result{RequeueAfter: course.NextChange(s.c, s.now)}), nil
+	return reconcile.LowestRequeue(result, ctrl.Result{RequeueAfter: course.NextChange(s.c, s.now)}), nil
 }
 
 func (r *CourseReconciler) listUserlands(ctx context.Context, s *courseState) (ctrl.Result, error) {
@@ -201,23 +201,23 @@ func joinWords(items []string) string {
 // SetupWithManager registers the course reconciler. Course spec changes
 // reconcile at once; Userland changes are gathered for courseStatusBatch.
 func (r *CourseReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 		if name := obj.GetLabels()[v1alpha1.LabelCourse]; name != "" {
-			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}, courseStatusBatch)
+			q.AddAfter(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}, courseStatusBatch)
 		}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("course").
 		For(&v1alpha1.Course{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Userland{}, handler.Funcs{
-			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 				enqueue(e.Object, q)
 			},
-			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 				enqueue(e.ObjectOld, q)
 				enqueue(e.ObjectNew, q)
 			},
-			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 				enqueue(e.Object, q)
 			},
 		}).
@@ -231,7 +231,7 @@ func (r *CourseReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // coursesIn maps a template appearing or going to the courses that may
 // use it: those of its namespace, or every course for a ClusterTemplate.
 func (r *CourseReconciler) coursesIn(namespaced bool) handler.MapFunc {
-	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+	return func(ctx context.Context, obj client.Object) []ctrl.Request {
 		var list v1alpha1.CourseList
 		var opts []client.ListOption
 		if namespaced {
@@ -240,9 +240,9 @@ func (r *CourseReconciler) coursesIn(namespaced bool) handler.MapFunc {
 		if err := r.Client.List(ctx, &list, opts...); err != nil {
 			return nil
 		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
+		reqs := make([]ctrl.Request, 0, len(list.Items))
 		for i := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 		return reqs
 	}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/reconcile"
 )
 
 func parseTime(s string) *time.Time {
@@ -105,7 +106,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	result = lowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
+	result = reconcile.LowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
 	if s.running {
 		if wasRunning && startedAt != nil {
 			next[AnnotationStartedAt] = startedAt.UTC().Format(time.RFC3339)
@@ -119,7 +120,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	result = lowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
+	result = reconcile.LowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
 	s.ul.Status.UpdatePending, s.rolloutDecided = pending, true
 
 	if pending {

@@ -41,7 +41,7 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 	}
 	existing := cached.(*corev1.Service)
 	if !metav1.IsControlledBy(existing, s.ul) {
-		return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a Service named %q exists that this Userland does not own", existing.Name)), nil
+		return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a Service named %q exists that this Userland does not own", existing.Name))
 	}
 	if existing.Spec.ClusterIP != corev1.ClusterIPNone {
 		// A Service from before environments' Services were headless: the

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/reconcile"
 	"github.com/userland-dev/userland/internal/templates"
 )
 
@@ -125,6 +125,7 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 
 // SetupWithManager registers the Userland reconciler and its watches.
 func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.status = reconcile.NewStatusPatcher(r.Client, "userland", func(ul *v1alpha1.Userland) *v1alpha1.UserlandStatus { return &ul.Status })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userland").
 		For(&v1alpha1.Userland{}).
@@ -143,7 +144,7 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
 		// One joining or leaving a queue moves the others' places.
 		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.queuedSiblings), builder.WithPredicates(queueChanged)).
-		Watches(&v1alpha1.Course{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		Watches(&v1alpha1.Course{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []ctrl.Request {
 			return r.userlandsOfCourse(ctx, obj.GetNamespace(), obj.GetName(), false)
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A namespace's labels decide which ClusterTemplates it may run
@@ -155,21 +156,21 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 }
 
 // userlandOfLabelled maps a labelled child (pods, claims) to its Userland.
-func userlandOfLabelled(_ context.Context, obj client.Object) []reconcile.Request {
+func userlandOfLabelled(_ context.Context, obj client.Object) []ctrl.Request {
 	name := obj.GetLabels()[v1alpha1.LabelUserland]
 	if name == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }
 
 func (r *UserlandReconciler) userlandsOfTemplate(kind v1alpha1.TemplateKind) handler.MapFunc {
-	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+	return func(ctx context.Context, obj client.Object) []ctrl.Request {
 		return r.requestsFor(ctx, templates.Key(kind, obj.GetNamespace(), obj.GetName()), false)
 	}
 }
 
-func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPending bool) []reconcile.Request {
+func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPending bool) []ctrl.Request {
 	index := IndexTemplateKey
 	if onlyPending {
 		index = IndexPendingTemplateKey
@@ -180,16 +181,16 @@ func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPe
 		ctrl.LoggerFrom(ctx).Error(err, "listing userlands of template", "template", key)
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
+	reqs := make([]ctrl.Request, 0, len(list.Items))
 	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return reqs
 }
 
 // pendingSiblings maps a Deployment to the Userlands of the same template
 // still waiting for an update.
-func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Object) []ctrl.Request {
 	ul := r.userlandOfChild(ctx, obj)
 	if ul == nil {
 		return nil
@@ -243,17 +244,17 @@ var labelsChanged = predicate.Funcs{
 
 // clusterTemplateUserlandsOfNamespace maps a namespace to its Userlands
 // of ClusterTemplates, the only ones its labels concern.
-func (r *UserlandReconciler) clusterTemplateUserlandsOfNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *UserlandReconciler) clusterTemplateUserlandsOfNamespace(ctx context.Context, obj client.Object) []ctrl.Request {
 	var list v1alpha1.UserlandList
 	// Read-only: the cache's objects are not copied.
 	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetName()), client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing userlands of namespace", "namespace", obj.GetName())
 		return nil
 	}
-	var reqs []reconcile.Request
+	var reqs []ctrl.Request
 	for i := range list.Items {
 		if list.Items[i].Spec.TemplateRef.Kind == v1alpha1.TemplateKindClusterTemplate {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
 	return reqs

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/reconcile"
 )
 
 // Health is the observed state of an environment's workload.
@@ -114,8 +115,7 @@ func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileStat
 		// reports it from the next reconcile on: the same status, so the
 		// next reconcile writes nothing.
 		s.ul.Status.Phase, s.ul.Status.StoppedReason = v1alpha1.PhaseFailed, ""
-		s.stalled = s.notAllowed
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, reconcile.Stalled(s.notAllowed.reason, s.notAllowed.message)
 	}
 	if !s.running {
 		s.ul.Status.Phase = v1alpha1.PhaseStopped

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/reconcile"
 	"github.com/userland-dev/userland/internal/templates"
 )
 
@@ -73,7 +74,7 @@ func DecideNamespaceAccess(t *templates.Resolved, namespace string, namespaceLab
 // enforceNamespaceAccess stops an environment whose ClusterTemplate does
 // not allow its namespace. One that runs is scaled to zero through the
 // Deployment phase (s.notAllowed); one that does not is left as it is, and
-// nothing else is created for it (s.stalled). Its claims are kept either
+// nothing else is created for it (a stall). Its claims are kept either
 // way: the namespace may be allowed again.
 func (r *UserlandReconciler) enforceNamespaceAccess(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	if s.template.AllowedNamespaces == nil {
@@ -99,6 +100,5 @@ func (r *UserlandReconciler) enforceNamespaceAccess(ctx context.Context, s *reco
 		s.notAllowed = f
 		return ctrl.Result{}, nil
 	}
-	s.stalled = f
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, reconcile.Stalled(f.reason, f.message)
 }

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/templates"
@@ -127,15 +126,15 @@ func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// not bring it straight back, outside the batching window.
 		For(forObj, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Userland{}, handler.Funcs{
-			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 				r.enqueueTemplateOf(e.Object, q)
 			},
 			// Both templates of a templateRef change must recount.
-			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 				r.enqueueTemplateOf(e.ObjectOld, q)
 				r.enqueueTemplateOf(e.ObjectNew, q)
 			},
-			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 				r.enqueueTemplateOf(e.Object, q)
 			},
 		}).
@@ -144,7 +143,7 @@ func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // enqueueTemplateOf queues the template of this reconciler's kind that a
 // Userland refers to.
-func (r *TemplateStatusReconciler) enqueueTemplateOf(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *TemplateStatusReconciler) enqueueTemplateOf(obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 	ul, ok := obj.(*v1alpha1.Userland)
 	// The schema defaults kind, so it is always set here.
 	if !ok || ul.Spec.TemplateRef.Kind != r.Kind {
@@ -155,5 +154,5 @@ func (r *TemplateStatusReconciler) enqueueTemplateOf(obj client.Object, q workqu
 		name.Namespace = ul.Namespace
 	}
 	// AddAfter collapses every change within the window into one recount.
-	q.AddAfter(reconcile.Request{NamespacedName: name}, templateStatusBatch)
+	q.AddAfter(ctrl.Request{NamespacedName: name}, templateStatusBatch)
 }

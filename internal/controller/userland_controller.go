@@ -13,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +22,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/naming"
+	"github.com/userland-dev/userland/internal/reconcile"
 	"github.com/userland-dev/userland/internal/templates"
 )
 
@@ -58,8 +58,9 @@ type UserlandReconciler struct {
 	Metrics *Metrics
 
 	inflight rolloutTracker
-	statuses statusMemo
-	queue    courseQueue
+	// status writes Userlands' status; SetupWithManager makes it.
+	status *reconcile.StatusPatcher[*v1alpha1.Userland, v1alpha1.UserlandStatus]
+	queue  courseQueue
 }
 
 // +kubebuilder:rbac:groups=userland.dev,resources=userlands,verbs=get;list;watch
@@ -76,8 +77,10 @@ type UserlandReconciler struct {
 
 // reconcileState is what the phases of one reconcile share.
 type reconcileState struct {
-	ul       *v1alpha1.Userland
-	template *templates.Resolved
+	ul *v1alpha1.Userland
+	// conditions sets ul's conditions.
+	conditions reconcile.Conditions
+	template   *templates.Resolved
 	// course is the Course the Userland's label names, nil when none
 	// exists; role is its user's role in it.
 	course *v1alpha1.Course
@@ -93,9 +96,14 @@ type reconcileState struct {
 	// and the environment still runs: the Deployment phase scales it to
 	// zero (enforceNamespaceAccess).
 	notAllowed *finding
-	// stalled is the spec problem that stopped the phases, which retrying
-	// cannot fix; nil while none was found.
+	// stalled is what stopped the phases: a spec problem, which retrying
+	// cannot fix, or the template awaited (waiting); nil while nothing
+	// did.
 	stalled *finding
+	// waiting is set when what stopped the phases is awaited, and a watch
+	// reports its arrival (the template appearing): the Userland is in
+	// progress, not stalled.
+	waiting bool
 	// health is what the status phase observed of a running environment.
 	health Health
 	// rolloutDecided is whether the Deployment phase decided UpToDate
@@ -112,28 +120,29 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	var current v1alpha1.Userland
 	if err := r.Client.Get(ctx, req.NamespacedName, &current); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.statuses.forget(req.NamespacedName)
+			r.status.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !current.DeletionTimestamp.IsZero() {
-		r.statuses.forget(req.NamespacedName)
+		r.status.Forget(req.NamespacedName)
 		// Owned children are garbage-collected; retained claims carry no
 		// owner reference and stay. Nothing to do.
 		return ctrl.Result{}, nil
 	}
 	s := &reconcileState{ul: current.DeepCopy(), now: r.Clock.Now()}
+	s.conditions = reconcile.NewConditions(&s.ul.Status.Conditions, s.ul.Generation, r.Clock)
 	defer func() {
 		if retErr == nil {
 			s.ul.Status.ObservedGeneration = s.ul.Generation
 		}
 		r.summarize(s, retErr)
-		if err := r.patchStatus(ctx, &current, s.ul); err != nil {
+		if err := r.status.Patch(ctx, &current, s.ul); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
 
-	phases := []func(context.Context, *reconcileState) (ctrl.Result, error){
+	result, stop, err := reconcile.Run(ctx, s,
 		r.resolveTemplate,
 		r.resolveCourse,
 		r.observe,
@@ -147,43 +156,11 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		r.reconcileService,
 		r.reconcileDeployment,
 		r.reconcileStatus,
+	)
+	if stop != nil {
+		s.stalled, s.waiting = &finding{stop.Reason, stop.Message}, !stop.Stalled
 	}
-	for _, phase := range phases {
-		res, err := phase(ctx, s)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		result = lowestRequeue(result, res)
-		if s.stalled != nil {
-			return ctrl.Result{}, nil
-		}
-	}
-	return result, nil
-}
-
-// lowestRequeue merges phase results: the soonest requeue wins.
-func lowestRequeue(a, b ctrl.Result) ctrl.Result {
-	if b.RequeueAfter > 0 && (a.RequeueAfter == 0 || b.RequeueAfter < a.RequeueAfter) {
-		a.RequeueAfter = b.RequeueAfter
-	}
-	return a
-}
-
-func (r *UserlandReconciler) patchStatus(ctx context.Context, before, after *v1alpha1.Userland) error {
-	if !r.statuses.needsPatch(before, &after.Status) {
-		return nil
-	}
-	// A merge patch carries only the fields that changed, so the gateway's
-	// concurrent lastActivityTime writes are never overwritten.
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.statuses.forget(client.ObjectKeyFromObject(before))
-			return nil // deleted meanwhile
-		}
-		return fmt.Errorf("patching status of userland %s/%s: %w", after.Namespace, after.Name, err)
-	}
-	r.statuses.wrote(before, &after.Status)
-	return nil
+	return result, err
 }
 
 // resolveTemplate finds the referenced template, or stops with
@@ -192,19 +169,19 @@ func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileSt
 	t, err := templates.Resolve(ctx, r.Client, s.ul)
 	if apierrors.IsNotFound(err) {
 		ref := s.ul.Spec.TemplateRef
-		r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
+		s.conditions.False(v1alpha1.ConditionTemplateResolved, v1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("%s %q does not exist", ref.Kind, ref.Name))
 		if s.ul.Status.Phase == "" {
 			s.ul.Status.Phase = v1alpha1.PhasePending
 		}
-		s.stalled = &finding{v1alpha1.ReasonTemplateNotFound, "waiting for the template"}
-		return ctrl.Result{}, nil
+		// The template watch reconciles again when it appears.
+		return ctrl.Result{}, reconcile.Waiting(v1alpha1.ReasonTemplateNotFound, "waiting for the template")
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	s.template = t
-	r.setCondition(s, v1alpha1.ConditionTemplateResolved, metav1.ConditionTrue, v1alpha1.ReasonTemplateFound,
+	s.conditions.True(v1alpha1.ConditionTemplateResolved, v1alpha1.ReasonTemplateFound,
 		fmt.Sprintf("%s %q found", t.Kind, t.Name))
 	s.ul.Status.DisplayName = cmp.Or(t.Spec.DisplayName, t.Name)
 	s.ul.Status.URL = r.Routes.URL(s.ul.Namespace, s.ul.Name, naming.Routing(t.Spec.HTTP.Routing, r.Routes.Domain != ""))
@@ -218,7 +195,7 @@ func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ct
 	switch {
 	case err == nil:
 		if !metav1.IsControlledBy(&dep, s.ul) {
-			return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a Deployment named %q exists that this Userland does not own", s.ul.Name)), nil
+			return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a Deployment named %q exists that this Userland does not own", s.ul.Name))
 		}
 		s.dep = &dep
 	case !apierrors.IsNotFound(err):
@@ -232,18 +209,10 @@ func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ct
 	return ctrl.Result{}, nil
 }
 
-// stall records a spec problem that retrying cannot fix.
-func (r *UserlandReconciler) stall(s *reconcileState, reason, message string) ctrl.Result {
-	s.stalled = &finding{reason, message}
+// stall ends the phases on a spec problem that retrying cannot fix: the
+// Userland is Failed, and Stalled.
+func (r *UserlandReconciler) stall(s *reconcileState, reason, message string) (ctrl.Result, error) {
 	s.ul.Status.Phase = v1alpha1.PhaseFailed
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeWarning, reason, "Reconcile", message)
-	return ctrl.Result{}
-}
-
-func (r *UserlandReconciler) setCondition(s *reconcileState, typ string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&s.ul.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: message,
-		ObservedGeneration: s.ul.Generation,
-		LastTransitionTime: metav1.NewTime(s.now),
-	})
+	return ctrl.Result{}, reconcile.Stalled(reason, message)
 }

@@ -44,11 +44,11 @@ func (r *UserlandReconciler) reconcileVolumes(ctx context.Context, s *reconcileS
 		if existing.Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {
 			return r.stall(s, v1alpha1.ReasonVolumeConflict, fmt.Sprintf(
 				"claim %s exists but was not made by Userland (it lacks the %s=%s label); it is not mounted: delete or rename it, or label it for this user",
-				existing.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue)), nil
+				existing.Name, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue))
 		}
 		if existing.Labels[LabelUser] != desired.Labels[LabelUser] {
 			return r.stall(s, v1alpha1.ReasonVolumeConflict, fmt.Sprintf(
-				"claim %s belongs to another user; delete it or rename this Userland", existing.Name)), nil
+				"claim %s belongs to another user; delete it or rename this Userland", existing.Name))
 		}
 		if err := r.patchClaim(ctx, existing, desired); err != nil {
 			return ctrl.Result{}, err
