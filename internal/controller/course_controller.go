@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -49,12 +47,17 @@ type CourseReconciler struct {
 	Recorder recorder.EventRecorder
 	// Clock is injected so term dates are tested without waiting.
 	Clock clock.PassiveClock
+
+	// status writes Courses' status; SetupWithManager makes it.
+	status *reconcile.StatusPatcher[*v1alpha1.Course, v1alpha1.CourseStatus]
 }
 
 // courseState is what the phases of one course reconcile share.
 type courseState struct {
-	c   *v1alpha1.Course
-	now time.Time
+	c *v1alpha1.Course
+	// conditions sets c's conditions.
+	conditions reconcile.Conditions
+	now        time.Time
 	// userlands are the course's, from the cache (read-only).
 	userlands []v1alpha1.Userland
 	// missing are the course's templates that do not exist.
@@ -71,39 +74,39 @@ type courseState struct {
 func (r *CourseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	var current v1alpha1.Course
 	if err := r.Client.Get(ctx, req.NamespacedName, &current); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.status.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !current.DeletionTimestamp.IsZero() {
+		r.status.Forget(req.NamespacedName)
 		// Its Userlands are not owned by it: they become plain ones.
 		return ctrl.Result{}, nil
 	}
 	s := &courseState{c: current.DeepCopy(), now: r.Clock.Now()}
+	s.conditions = reconcile.NewConditions(&s.c.Status.Conditions, s.c.Generation, r.Clock)
 	defer func() {
 		r.summarizeCourse(s, retErr)
 		if retErr == nil {
 			s.c.Status.ObservedGeneration = s.c.Generation
 		}
-		if equality.Semantic.DeepEqual(current.Status, s.c.Status) {
-			return
-		}
-		if err := r.Client.Status().Patch(ctx, s.c, client.MergeFrom(&current)); err != nil && !apierrors.IsNotFound(err) {
-			retErr = errors.Join(retErr, fmt.Errorf("patching status of course %s: %w", req, err))
+		if err := r.status.Patch(ctx, &current, s.c); err != nil {
+			retErr = errors.Join(retErr, err)
 		}
 	}()
-	phases := []func(context.Context, *courseState) (ctrl.Result, error){
+	// No course phase stops the others: each finding is reported and the
+	// rest goes on.
+	result, _, err := reconcile.Run(ctx, s,
 		r.listUserlands,
 		r.resolveCourseTemplates,
 		r.checkSharedVolumes,
 		r.provisionRoster,
 		r.retire,
 		r.countStudents,
-	}
-	for _, phase := range phases {
-		res, err := phase(ctx, s)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		result = reconcile.LowestRequeue(result, res)
+	)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	s.c.Status.Phase = course.PhaseAt(s.c, s.now)
 	return reconcile.LowestRequeue(result, ctrl.Result{RequeueAfter: course.NextChange(s.c, s.now)}), nil
@@ -136,52 +139,66 @@ func (r *CourseReconciler) resolveCourseTemplates(ctx context.Context, s *course
 
 // summarizeCourse sets the conditions from what the phases found.
 func (r *CourseReconciler) summarizeCourse(s *courseState, err error) {
-	set := func(typ string, ok bool, reason, message string) {
-		status := metav1.ConditionTrue
-		if !ok {
-			status = metav1.ConditionFalse
-		}
-		meta.SetStatusCondition(&s.c.Status.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: message,
-			ObservedGeneration: s.c.Generation, LastTransitionTime: metav1.NewTime(s.now),
-		})
-	}
 	if len(s.missing) > 0 {
 		names := make([]string, len(s.missing))
 		for i, ref := range s.missing {
 			names[i] = fmt.Sprintf("%s %q", ref.Kind, ref.Name)
 		}
-		set(v1alpha1.ConditionTemplatesResolved, false, v1alpha1.ReasonTemplateNotFound,
+		s.conditions.False(v1alpha1.ConditionTemplatesResolved, v1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("%s does not exist; students get the other templates", joinWords(names)))
 	} else {
-		set(v1alpha1.ConditionTemplatesResolved, true, v1alpha1.ReasonTemplatesFound, "every template of the course exists")
+		s.conditions.True(v1alpha1.ConditionTemplatesResolved, v1alpha1.ReasonTemplatesFound, "every template of the course exists")
 	}
 	if s.volumeProblem != nil {
-		set(v1alpha1.ConditionSharedVolumesReady, false, s.volumeProblem.reason, s.volumeProblem.message)
+		s.conditions.False(v1alpha1.ConditionSharedVolumesReady, s.volumeProblem.reason, s.volumeProblem.message)
 	} else {
-		set(v1alpha1.ConditionSharedVolumesReady, true, v1alpha1.ReasonClaimsBound, "every shared claim is bound and can be mounted on many nodes")
+		s.conditions.True(v1alpha1.ConditionSharedVolumesReady, v1alpha1.ReasonClaimsBound, "every shared claim is bound and can be mounted on many nodes")
 	}
+	status, reason, message := courseReadiness(s, err)
+	s.conditions.Set(v1alpha1.ConditionReady, status, reason, message)
+	// kstatus's conditions follow Ready's finding, with Ready's message,
+	// so they change only when Ready does and cost no write of their own.
 	switch {
 	case err != nil:
-		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileFailed, truncate(err.Error()))
-	case len(s.missing) > 0:
-		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonTemplateNotFound, "a template of the course is missing (see TemplatesResolved)")
-	case s.volumeProblem != nil:
-		set(v1alpha1.ConditionReady, false, s.volumeProblem.reason, s.volumeProblem.message)
-	case s.snapshotMismatch != nil:
-		set(v1alpha1.ConditionReady, false, s.snapshotMismatch.reason, s.snapshotMismatch.message)
-	case s.waiting != "":
-		set(v1alpha1.ConditionReady, false, v1alpha1.ReasonSnapshotsPending, s.waiting)
+		s.conditions.Reconciling(v1alpha1.ReasonProgressingWithRetry, message)
+	case status == metav1.ConditionTrue:
+		s.conditions.Settled()
+	case courseStalls[reason]:
+		s.conditions.Stalled(reason, message)
 	default:
-		set(v1alpha1.ConditionReady, true, v1alpha1.ReasonCourseReady, "the course has everything it needs")
+		s.conditions.Reconciling(v1alpha1.ReasonProgressing, message)
 	}
 }
 
-func truncate(s string) string {
-	if len(s) > maxFailureMessage {
-		return s[:maxFailureMessage] + "…"
+// courseReadiness is the course's Ready condition for what the phases
+// found, in order of precedence: a failed step, a missing template, a
+// shared claim problem, a snapshot in the way, snapshots awaited.
+func courseReadiness(s *courseState, err error) (metav1.ConditionStatus, string, string) {
+	switch {
+	case err != nil:
+		return metav1.ConditionFalse, v1alpha1.ReasonReconcileFailed, reconcile.Truncate(err.Error())
+	case len(s.missing) > 0:
+		return metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound, "a template of the course is missing (see TemplatesResolved)"
+	case s.volumeProblem != nil:
+		return metav1.ConditionFalse, s.volumeProblem.reason, s.volumeProblem.message
+	case s.snapshotMismatch != nil:
+		return metav1.ConditionFalse, s.snapshotMismatch.reason, s.snapshotMismatch.message
+	case s.waiting != "":
+		return metav1.ConditionFalse, v1alpha1.ReasonSnapshotsPending, s.waiting
+	default:
+		return metav1.ConditionTrue, v1alpha1.ReasonCourseReady, "the course has everything it needs"
 	}
-	return s
+}
+
+// courseStalls are the reasons of a course that is not Ready that only a
+// person can clear (kstatus's Stalled): a shared claim the course must not
+// or cannot share, a snapshot of someone else's in the way. The others (a
+// template or claim that does not exist yet, a claim not bound yet,
+// snapshots not ready yet) are awaited, and the course is in progress.
+var courseStalls = map[string]bool{
+	v1alpha1.ReasonClaimOfUserland:   true,
+	v1alpha1.ReasonClaimNotShareable: true,
+	v1alpha1.ReasonSnapshotMismatch:  true,
 }
 
 func joinWords(items []string) string {
@@ -201,6 +218,7 @@ func joinWords(items []string) string {
 // SetupWithManager registers the course reconciler. Course spec changes
 // reconcile at once; Userland changes are gathered for courseStatusBatch.
 func (r *CourseReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.status = reconcile.NewStatusPatcher(r.Client, "course", func(c *v1alpha1.Course) *v1alpha1.CourseStatus { return &c.Status })
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 		if name := obj.GetLabels()[v1alpha1.LabelCourse]; name != "" {
 			q.AddAfter(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}, courseStatusBatch)
