@@ -3,12 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -20,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/reconcile"
 	"github.com/userland-dev/userland/internal/templates"
 )
 
@@ -38,46 +37,46 @@ type TemplateStatusReconciler struct {
 	Kind v1alpha1.TemplateKind
 	// Clock stamps condition transitions; nil: the real clock.
 	Clock clock.PassiveClock
+
+	// status writes the templates' status; SetupWithManager makes it.
+	status *reconcile.StatusPatcher[client.Object, v1alpha1.TemplateStatus]
 }
 
-func (r *TemplateStatusReconciler) now() time.Time {
-	if r.Clock == nil {
-		return time.Now()
+// templateStatus is the status of a Template or ClusterTemplate.
+func templateStatus(obj client.Object) *v1alpha1.TemplateStatus {
+	switch t := obj.(type) {
+	case *v1alpha1.ClusterTemplate:
+		return &t.Status
+	case *v1alpha1.Template:
+		return &t.Status
 	}
-	return r.Clock.Now()
+	panic(fmt.Sprintf("templateStatus: %T is not a template", obj))
 }
 
 // setTemplateUpToDate sets a template's UpToDate condition from its
 // counts: True when none of its environments waits for the current
 // template. The message carries no counts, so a count changing does not
 // change the condition.
-func setTemplateUpToDate(status *v1alpha1.TemplateStatus, generation int64, now time.Time) {
-	c := metav1.Condition{
-		Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolledOut,
-		Message: "every environment runs the current template", ObservedGeneration: generation,
-		LastTransitionTime: metav1.NewTime(now),
-	}
+func setTemplateUpToDate(conditions reconcile.Conditions, status *v1alpha1.TemplateStatus) {
 	if status.UpdatesPending > 0 {
-		c.Status, c.Reason = metav1.ConditionFalse, v1alpha1.ReasonUpdatesPending
-		c.Message = "some environments wait for the current template under the rollout policy (status.updatesPending); a restart applies it at once"
+		conditions.False(v1alpha1.ConditionUpToDate, v1alpha1.ReasonUpdatesPending,
+			"some environments wait for the current template under the rollout policy (status.updatesPending); a restart applies it at once")
+		return
 	}
-	meta.SetStatusCondition(&status.Conditions, c)
+	conditions.True(v1alpha1.ConditionUpToDate, v1alpha1.ReasonRolledOut, "every environment runs the current template")
 }
 
 // Reconcile recounts one template's Userlands and patches its status when
 // the counts changed.
 func (r *TemplateStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var obj client.Object
-	var status *v1alpha1.TemplateStatus
-	switch r.Kind {
-	case v1alpha1.TemplateKindClusterTemplate:
-		ct := &v1alpha1.ClusterTemplate{}
-		obj, status = ct, &ct.Status
-	default:
-		t := &v1alpha1.Template{}
-		obj, status = t, &t.Status
+	var obj client.Object = &v1alpha1.Template{}
+	if r.Kind == v1alpha1.TemplateKindClusterTemplate {
+		obj = &v1alpha1.ClusterTemplate{}
 	}
 	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.status.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	var list v1alpha1.UserlandList
@@ -86,36 +85,34 @@ func (r *TemplateStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing userlands of %s: %w", key, err)
 	}
-	next := *status.DeepCopy()
-	next.ObservedGeneration = obj.GetGeneration()
-	next.Userlands, next.ReadyUserlands, next.UpdatesPending = int32(len(list.Items)), 0, 0
+	before := obj.DeepCopyObject().(client.Object)
+	status := templateStatus(obj)
+	status.ObservedGeneration = obj.GetGeneration()
+	status.Userlands, status.ReadyUserlands, status.UpdatesPending = int32(len(list.Items)), 0, 0
 	for i := range list.Items {
 		ul := &list.Items[i]
 		if ul.Status.Phase == v1alpha1.PhaseReady {
-			next.ReadyUserlands++
+			status.ReadyUserlands++
 		}
 		if ul.Status.UpdatePending {
-			next.UpdatesPending++
+			status.UpdatesPending++
 		}
 	}
-	setTemplateUpToDate(&next, obj.GetGeneration(), r.now())
-	if equality.Semantic.DeepEqual(*status, next) {
-		return ctrl.Result{}, nil
+	setTemplateUpToDate(reconcile.NewConditions(&status.Conditions, obj.GetGeneration(), r.clock()), status)
+	return ctrl.Result{}, r.status.Patch(ctx, before, obj)
+}
+
+func (r *TemplateStatusReconciler) clock() clock.PassiveClock {
+	if r.Clock == nil {
+		return clock.RealClock{}
 	}
-	before := obj.DeepCopyObject().(client.Object)
-	*status = next
-	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil // deleted meanwhile
-		}
-		return ctrl.Result{}, fmt.Errorf("patching status of %s: %w", key, err)
-	}
-	return ctrl.Result{}, nil
+	return r.Clock
 }
 
 // SetupWithManager registers the reconciler; Userland changes requeue their
 // template.
 func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.status = reconcile.NewStatusPatcher(r.Client, strings.ToLower(string(r.Kind)), templateStatus)
 	var forObj client.Object = &v1alpha1.Template{}
 	if r.Kind == v1alpha1.TemplateKindClusterTemplate {
 		forObj = &v1alpha1.ClusterTemplate{}
