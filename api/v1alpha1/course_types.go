@@ -214,7 +214,9 @@ type CourseStatus struct {
 	// +optional
 	Phase CoursePhase `json:"phase,omitempty"`
 
-	// Conditions are Ready, TemplatesResolved and SharedVolumesReady.
+	// Conditions are Ready, TemplatesResolved and SharedVolumesReady, and,
+	// as kstatus reads them, Reconciling while the course is on its way and
+	// Stalled while only a person can unblock it (each present only then).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8

@@ -125,7 +125,9 @@ type UserlandStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
-	// Conditions are Ready, TemplateResolved and UpToDate, among others.
+	// Conditions are Ready, TemplateResolved and UpToDate, and, as kstatus
+	// reads them, Reconciling while the environment is on its way and
+	// Stalled while only a person can unblock it (each present only then).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
