@@ -25,8 +25,10 @@ import (
 // the race) sees the old status, computes the same new one and would send
 // it again: at 100 Userlands created at once that was one in five written
 // twice. While the cache still holds the version the patch was made over,
-// the patch's own event is on its way and will reconcile again, so the
-// repeat is skipped.
+// the server already holds that status (the patch succeeded) and the
+// patch's event is on its way, so the repeat is skipped; once the cache
+// has moved past that version, the entry is dropped and the cache alone
+// decides.
 //
 // O is the object's pointer type, S its status type.
 type StatusPatcher[O client.Object, S any] struct {
