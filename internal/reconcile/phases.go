@@ -3,7 +3,7 @@
 // status patcher that writes nothing for a status that did not change, and
 // one way to set conditions, kstatus's Reconciling and Stalled among them.
 //
-// It is a leaf: it uses the API machinery, client-go's utilities and
+// It is a leaf: it uses the API machinery, k8s.io/utils and
 // controller-runtime, never a package of Userland's, so each reconciler
 // keeps its own rules and the kit only their shape.
 package reconcile
