@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/templates"
 	"github.com/userland-dev/userland/internal/userlands"
 )
 
@@ -251,19 +252,15 @@ func importRow(ctx context.Context, row Row, st *importState, opts Options) (Out
 // templateKind finds the template a row names: a Template in the row's
 // namespace, else a ClusterTemplate.
 func templateKind(ctx context.Context, r client.Reader, ns, name string) (v1alpha1.TemplateKind, error) {
-	var t v1alpha1.Template
-	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &t)
-	if err == nil {
-		return v1alpha1.TemplateKindTemplate, nil
-	}
-	if !apierrors.IsNotFound(err) {
+	t, err := templates.FindByName(ctx, r, ns, name)
+	switch {
+	case err == nil:
+		return t.Kind, nil
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("template %q not found in namespace %s, nor as a ClusterTemplate", name, ns)
+	default:
 		return "", fmt.Errorf("could not read template %s: %s", name, apiMessage(err))
 	}
-	var ct v1alpha1.ClusterTemplate
-	if err := r.Get(ctx, types.NamespacedName{Name: name}, &ct); err == nil {
-		return v1alpha1.TemplateKindClusterTemplate, nil
-	}
-	return "", fmt.Errorf("template %q not found in namespace %s, nor as a ClusterTemplate", name, ns)
 }
 
 // apiMessage is the API server's own words, without the request preamble.

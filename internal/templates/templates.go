@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,4 +76,15 @@ func ResolveRef(ctx context.Context, c client.Reader, namespace string, ref v1al
 		r.Spec = &t.Spec
 	}
 	return r, nil
+}
+
+// FindByName resolves a bare template name, as a roster row gives it: a
+// Template of that name in namespace, else a ClusterTemplate. A name that
+// is neither is a NotFound error.
+func FindByName(ctx context.Context, c client.Reader, namespace, name string) (*Resolved, error) {
+	r, err := ResolveRef(ctx, c, namespace, v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: name})
+	if !apierrors.IsNotFound(err) {
+		return r, err
+	}
+	return ResolveRef(ctx, c, namespace, v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindClusterTemplate, Name: name})
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -14,6 +13,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // ValidateCourseSpec checks what the schema cannot say about a course on
@@ -77,28 +77,20 @@ func (v *CourseValidator) validate(ctx context.Context, old, c *v1alpha1.Course,
 
 // templateProblem says why ref cannot serve a course in namespace, or "".
 func (v *CourseValidator) templateProblem(ctx context.Context, namespace string, ref v1alpha1.TemplateReference) (string, error) {
-	if ref.Kind != v1alpha1.TemplateKindClusterTemplate {
-		err := v.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &v1alpha1.Template{})
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("no Template %q exists in namespace %s", ref.Name, namespace), nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("getting template %s/%s: %w", namespace, ref.Name, err)
-		}
-		return "", nil
+	res, err := templates.ResolveRef(ctx, v.Reader, namespace, ref)
+	switch {
+	case apierrors.IsNotFound(err) && ref.Kind.OrDefault() == v1alpha1.TemplateKindTemplate:
+		return fmt.Sprintf("no Template %q exists in namespace %s", ref.Name, namespace), nil
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("no ClusterTemplate %q exists", ref.Name), nil
+	case err != nil:
+		return "", err
 	}
-	var ct v1alpha1.ClusterTemplate
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("no ClusterTemplate %q exists", ref.Name), nil
-		}
-		return "", fmt.Errorf("getting clustertemplate %s: %w", ref.Name, err)
-	}
-	allowed, _, err := allowsNamespace(ctx, v.Reader, &ct, namespace)
+	allowed, _, err := allowsNamespace(ctx, v.Reader, res, namespace)
 	if err != nil || allowed {
 		return "", err
 	}
-	return fmt.Sprintf("ClusterTemplate %q does not allow namespace %q", ct.Name, namespace), nil
+	return fmt.Sprintf("ClusterTemplate %q does not allow namespace %q", res.Name, namespace), nil
 }
 
 // ValidateUpdate checks a changed Course. Templates are looked up again

@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -140,47 +139,41 @@ func (v *UserlandValidator) ValidateCreate(ctx context.Context, ul *v1alpha1.Use
 func (v *UserlandValidator) validateTemplateRef(ctx context.Context, ul *v1alpha1.Userland) (admission.Warnings, error) {
 	ref := ul.Spec.TemplateRef
 	refPath := field.NewPath("spec", "templateRef")
-	if ref.Kind != v1alpha1.TemplateKindClusterTemplate {
-		err := v.Reader.Get(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: ref.Name}, &v1alpha1.Template{})
-		return missingTemplateWarning(err, "Template", ref.Name, ul.Namespace)
+	res, err := templates.ResolveRef(ctx, v.Reader, ul.Namespace, ref)
+	if err != nil {
+		return missingTemplateWarning(err, ref, ul.Namespace)
 	}
-	var ct v1alpha1.ClusterTemplate
-	if err := v.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ct); err != nil {
-		return missingTemplateWarning(err, "ClusterTemplate", ref.Name, "")
-	}
-	allowed, selector, err := allowsNamespace(ctx, v.Reader, &ct, ul.Namespace)
+	allowed, selector, err := allowsNamespace(ctx, v.Reader, res, ul.Namespace)
 	if err != nil || allowed {
 		return nil, err
 	}
 	return nil, invalid("Userland", ul.Name, field.ErrorList{field.Forbidden(refPath.Child("name"),
-		fmt.Sprintf("ClusterTemplate %q does not allow namespace %q (its allowedNamespaces selector is %s)", ct.Name, ul.Namespace, selector))})
+		fmt.Sprintf("ClusterTemplate %q does not allow namespace %q (its allowedNamespaces selector is %s)", res.Name, ul.Namespace, selector))})
 }
 
-// allowsNamespace reports whether ct's allowedNamespaces admits namespace,
-// and the selector it applied (nil when ct admits every namespace). The
-// rule lives in package templates: the controller applies the same one on
-// every reconcile.
-func allowsNamespace(ctx context.Context, r client.Reader, ct *v1alpha1.ClusterTemplate, namespace string) (bool, labels.Selector, error) {
-	ok, selector, err := templates.NamespaceAllowed(ctx, r, ct.Spec.AllowedNamespaces, namespace)
+// allowsNamespace reports whether the resolved template admits namespace
+// (a Template always does), and the selector it applied (nil when it
+// admits every namespace). The rule lives in package templates: the
+// controller applies the same one on every reconcile.
+func allowsNamespace(ctx context.Context, r client.Reader, t *templates.Resolved, namespace string) (bool, labels.Selector, error) {
+	ok, selector, err := templates.NamespaceAllowed(ctx, r, t.AllowedNamespaces, namespace)
 	if err != nil {
-		return false, nil, fmt.Errorf("clustertemplate %s: %w", ct.Name, err)
+		return false, nil, fmt.Errorf("clustertemplate %s: %w", t.Name, err)
 	}
 	return ok, selector, nil
 }
 
-func missingTemplateWarning(err error, kind, name, namespace string) (admission.Warnings, error) {
-	switch {
-	case err == nil:
-		return nil, nil
-	case apierrors.IsNotFound(err):
-		where := ""
-		if namespace != "" {
-			where = " in namespace " + namespace
-		}
-		return admission.Warnings{fmt.Sprintf("%s %q does not exist%s yet; the Userland stays Pending until it does", kind, name, where)}, nil
-	default:
-		return nil, fmt.Errorf("getting %s %s: %w", kind, name, err)
+// missingTemplateWarning admits a Userland whose template does not exist
+// yet, with a warning; any other error is the webhook's.
+func missingTemplateWarning(err error, ref v1alpha1.TemplateReference, namespace string) (admission.Warnings, error) {
+	if !apierrors.IsNotFound(err) {
+		return nil, err
 	}
+	where := ""
+	if ref.Kind.OrDefault() == v1alpha1.TemplateKindTemplate {
+		where = " in namespace " + namespace
+	}
+	return admission.Warnings{fmt.Sprintf("%s %q does not exist%s yet; the Userland stays Pending until it does", ref.Kind.OrDefault(), ref.Name, where)}, nil
 }
 
 // ValidateUpdate checks a change of a Userland's course link, and

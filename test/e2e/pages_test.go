@@ -119,7 +119,7 @@ func jsString(s string) string {
 // Go's bare "404 page not found"; and it says nothing of the course.
 func TestCoursePageNotFoundIsTheGatewaysOwn(t *testing.T) {
 	bg := context.Background()
-	crs := testobj.MakeCourse(devenv.DemoNamespace, "e2e-not-staff").Students("alice").Obj()
+	crs := testobj.MakeCourse(devenv.DemoNamespace, "e2e-not-staff").Students("alice").Template("vscode", v1alpha1.ProvisionOnSignIn).Obj()
 	crs.Spec.DisplayName = "Not teacher's course (e2e)"
 	if err := stack.Client.Create(bg, crs); err != nil {
 		t.Fatal(err)
