@@ -5,6 +5,7 @@
 package deps
 
 import (
+	"errors"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -80,7 +81,8 @@ func deps(t *testing.T, roots []string) []string {
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
-		if exit, ok := err.(*exec.ExitError); ok {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
 			stderr = string(exit.Stderr)
 		}
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr)
