@@ -75,7 +75,7 @@ test: control-plane ## Run all tests against a real control plane, headless Chro
 	hack/ensure-chromium.sh
 	hack/ensure-apps.sh
 	hack/ensure-code-server.sh >/dev/null
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) hack/test-summary.sh bin/logs/test.log go test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 .PHONY: test-faults
 test-faults: control-plane ## Fault tests (controller killed, leader lost, API server down, etcd restarted, webhook down, garbage collector killed, three gateway replicas; about 7 minutes), then test-race, then every fuzz target for FUZZTIME (10s) each. CI runs it after make test.
@@ -98,7 +98,7 @@ RACE_PACKAGES ?= ./internal/gateway/... ./internal/controller/... ./internal/acc
 
 .PHONY: test-race
 test-race: control-plane ## The gateway, controller and pure packages' tests under the race detector (about 13 minutes on 2 cores). make test-faults runs it.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(RACE_PACKAGES)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) hack/test-summary.sh bin/logs/test-race.log go test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(RACE_PACKAGES)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (route parsing, naming, header filters, WebSocket frames) for FUZZTIME (default 60s) each; make test replays their committed corpora.
