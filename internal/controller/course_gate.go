@@ -86,66 +86,6 @@ func (r *UserlandReconciler) dropPrivateClaims(ctx context.Context, c *v1alpha1.
 	return nil
 }
 
-// applyCourse stops an environment the idle rules would run when its
-// course says it may not run now. It stays stopped as if for idleness, so
-// once the course allows it again it starts when its user next asks.
-func (r *UserlandReconciler) applyCourse(ctx context.Context, s *reconcileState, next map[string]string,
-	wasRunning bool, idleStoppedAt, lastActivity *time.Time) (time.Duration, error) {
-	if s.course == nil || s.ul.Spec.Suspend {
-		return 0, nil
-	}
-	wantSince := s.ul.CreationTimestamp.Time
-	if lastActivity != nil {
-		wantSince = *lastActivity
-	}
-	if !s.running {
-		// Stopped anyway (idle, never opened): the course's reason, when
-		// it has one, is what the user must be told.
-		if why := course.StudentStop(s.course, s.role, s.now); why != "" {
-			s.stopReason = why
-		}
-		return course.NextChange(s.course, s.now), nil
-	}
-	why, requeue, err := r.courseStop(ctx, s, wasRunning, wantSince)
-	if err != nil || why == "" {
-		return requeue, err
-	}
-	s.running, s.stopReason = false, why
-	s.ul.Status.IdleStopTime = nil
-	stoppedAt := s.now
-	if idleStoppedAt != nil && !wasRunning {
-		stoppedAt = *idleStoppedAt
-	}
-	next[AnnotationIdleStoppedAt] = stoppedAt.UTC().Format(time.RFC3339)
-	return requeue, nil
-}
-
-// courseStop applies the course's rules (s.course is set) to an
-// environment the idle rules would run: the term and the roster, then the running limit. It returns
-// why it may not run (empty: it may) and the time of the next term change
-// to requeue at.
-func (r *UserlandReconciler) courseStop(ctx context.Context, s *reconcileState, wasRunning bool, wantSince time.Time) (v1alpha1.StoppedReason, time.Duration, error) {
-	requeue := course.NextChange(s.course, s.now)
-	if why := course.StudentStop(s.course, s.role, s.now); why != "" {
-		return why, requeue, nil
-	}
-	max := s.course.Spec.Limits.MaxRunning
-	if s.role != course.Student || max == nil || wasRunning {
-		// Running environments are never stopped for the limit: it
-		// bounds starts, not work in progress.
-		return "", requeue, nil
-	}
-	position, err := r.admit(ctx, s, int(*max), wantSince)
-	if err != nil {
-		return "", 0, err
-	}
-	s.ul.Status.QueuePosition = int32(position)
-	if position > 0 {
-		return v1alpha1.StoppedQueued, requeue, nil
-	}
-	return "", requeue, nil
-}
-
 // admit decides, for one course at a time, whether s may start within
 // maxRunning. Running students are those whose Deployment (in the cache)
 // has a replica, plus those admitted here that the cache may not show
@@ -185,7 +125,7 @@ func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRu
 		case r.queue.recentlyAdmitted(k, s.now):
 			running++
 		case ul.Status.StoppedReason == v1alpha1.StoppedQueued:
-			waiting = append(waiting, waiter{ul.Name, wantSince(ul)})
+			waiting = append(waiting, waiter{ul.Name, course.AskedSince(ul)})
 		}
 	}
 	slices.SortFunc(waiting, func(a, b waiter) int {
@@ -198,20 +138,6 @@ func (r *UserlandReconciler) admit(ctx context.Context, s *reconcileState, maxRu
 		return 0, nil
 	}
 	return place - max(free, 0) + 1, nil
-}
-
-// wantSince is when a queued environment asked to run, its place in the
-// queue: the later of its last activity and a start or restart request,
-// else its creation (as reconcileDeployment computes it for itself).
-func wantSince(ul *v1alpha1.Userland) time.Time {
-	since := ul.CreationTimestamp.Time
-	if t := ul.Status.LastActivityTime; t != nil {
-		since = t.Time
-	}
-	if t := parseTime(ul.Annotations[v1alpha1.AnnotationRestartedAt]); t != nil && t.After(since) {
-		since = *t
-	}
-	return since
 }
 
 // queueChanged passes Userlands that joined or left a queue: the places

@@ -25,98 +25,36 @@ func parseTime(s string) *time.Time {
 	return &t
 }
 
-// reconcileDeployment decides whether the environment runs (namespace
-// access, suspend, idle) and which pod template it runs (rollout policy),
-// then applies it.
+// reconcileDeployment asks decideRun whether the environment runs, then
+// chooses the pod template it runs (rollout policy) and applies it.
 func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	var annotations map[string]string
-	wasRunning := false
-	if s.dep != nil {
-		annotations = s.dep.Annotations
-		wasRunning = s.dep.Spec.Replicas != nil && *s.dep.Spec.Replicas > 0
-	}
-	startedAt := parseTime(annotations[AnnotationStartedAt])
-	idleStoppedAt := parseTime(annotations[AnnotationIdleStoppedAt])
-	var lastActivity *time.Time
-	if s.ul.Status.LastActivityTime != nil {
-		lastActivity = &s.ul.Status.LastActivityTime.Time
-	}
-	// A restart or start request is someone wanting the environment now:
-	// it counts as activity, so it also wakes an idle-stopped one.
-	if requested := parseTime(s.ul.Annotations[v1alpha1.AnnotationRestartedAt]); requested != nil && (lastActivity == nil || requested.After(*lastActivity)) {
-		lastActivity = requested
-	}
-
-	if s.course != nil && startedAt == nil && idleStoppedAt == nil && lastActivity == nil {
-		// A course's environments are made ahead of use (a whole roster
-		// at once); each starts when its student first opens it, as if
-		// it had been stopped for idleness when it was made.
-		created := s.ul.CreationTimestamp.Time
-		idleStoppedAt = &created
-	}
-	s.ul.Status.QueuePosition = 0
-
-	var result ctrl.Result
-	next := map[string]string{}
-	switch {
-	case s.notAllowed != nil:
-		// Stopped, not idle-stopped: once the namespace is allowed again
-		// the environment starts at once, as it ran before.
-		s.running = false
-		s.ul.Status.IdleStopTime = nil
-	case s.ul.Spec.Suspend:
-		s.running, s.stopReason = false, v1alpha1.StoppedSuspended
-		s.ul.Status.IdleStopTime = nil
-	default:
-		in := IdleInput{Now: s.now, LastActivity: lastActivity, IdleStoppedAt: idleStoppedAt}
-		if startedAt != nil {
-			in.StartedAt = *startedAt
-		} else {
-			in.StartedAt = s.now
-		}
-		if s.template.Spec.Idle != nil {
-			in.Timeout = &s.template.Spec.Idle.Timeout.Duration
-			in.WarnBefore = WarnBefore(s.template.Spec.Idle)
-		}
-		d := DecideIdle(in)
-		s.running = d.Running
-		result.RequeueAfter = d.RequeueAfter
-		r.warnIdle(s, d.StopAt)
-		switch {
-		case d.Stop:
-			next[AnnotationIdleStoppedAt] = s.now.UTC().Format(time.RFC3339)
-			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "IdleStopped", "Stop",
-				"stopped after %s without activity", s.template.Spec.Idle.Timeout.Duration)
-			r.Metrics.idleStop()
-		case !d.Running:
-			next[AnnotationIdleStoppedAt] = idleStoppedAt.UTC().Format(time.RFC3339)
-		case d.Wake:
-			r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Woken", "Start", "started by activity after an idle stop")
-		}
-		if !s.running {
-			s.stopReason = v1alpha1.StoppedIdle
-			if s.course != nil && lastActivity == nil {
-				// Made by its course ahead of use, and never asked for
-				// since: it has not run, so it is not idle.
-				s.stopReason = v1alpha1.StoppedNotStarted
-			}
-		}
-	}
-	requeue, err := r.applyCourse(ctx, s, next, wasRunning, idleStoppedAt, lastActivity)
+	d, err := decideRun(RunInput{
+		Now: s.now, Userland: s.ul, Idle: s.template.Spec.Idle,
+		Course: s.course, Role: s.role, NotAllowed: s.notAllowed != nil,
+		Deployment: s.dep,
+		Admit: func(maxRunning int, since time.Time) (int, error) {
+			return r.admit(ctx, s, maxRunning, since)
+		},
+	})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	result = reconcile.LowestRequeue(result, ctrl.Result{RequeueAfter: requeue})
-	if s.running {
-		if wasRunning && startedAt != nil {
-			next[AnnotationStartedAt] = startedAt.UTC().Format(time.RFC3339)
-		} else {
-			next[AnnotationStartedAt] = s.now.UTC().Format(time.RFC3339)
-		}
+	s.running, s.stopReason = d.Running, d.StopReason
+	s.ul.Status.QueuePosition = d.QueuePosition
+	r.warnIdle(s, d.WarnStopAt)
+	if d.IdleStopped {
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "IdleStopped", "Stop",
+			"stopped after %s without activity", s.template.Spec.Idle.Timeout.Duration)
+		r.Metrics.idleStop()
 	}
+	if d.Woken {
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Woken", "Start", "started by activity after an idle stop")
+	}
+	result := ctrl.Result{RequeueAfter: d.RequeueAfter}
+	wasRunning := d.WasRunning
 
 	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role)
-	pod, pending, requeue, err := r.choosePodTemplate(ctx, s, desiredPod, wasRunning, startedAt, lastActivity)
+	pod, pending, requeue, err := r.choosePodTemplate(ctx, s, desiredPod, wasRunning, d.LastActive)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -132,7 +70,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if s.running {
 		replicas = 1
 	}
-	desired := Deployment(s.ul, pod, replicas, next)
+	desired := Deployment(s.ul, pod, replicas, d.Annotations)
 	var cached client.Object
 	if s.dep != nil {
 		cached = s.dep
@@ -168,7 +106,7 @@ func (r *UserlandReconciler) warnIdle(s *reconcileState, stopAt *time.Time) {
 // choosePodTemplate applies the rollout policy: the new pod template, or
 // pending when the change is deferred and the Deployment is left as it is.
 func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcileState, desired corev1.PodTemplateSpec,
-	wasRunning bool, startedAt, lastActivity *time.Time) (pod corev1.PodTemplateSpec, pending bool, requeue time.Duration, err error) {
+	wasRunning bool, lastActive time.Time) (pod corev1.PodTemplateSpec, pending bool, requeue time.Duration, err error) {
 	if s.dep == nil {
 		return desired, false, 0, nil
 	}
@@ -187,13 +125,6 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		r.Metrics.rolloutApplied()
 		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Restart", "applied the current template on request")
 		return desired, false, 0, nil
-	}
-	lastActive := s.now
-	if startedAt != nil {
-		lastActive = *startedAt
-	}
-	if lastActivity != nil && lastActivity.After(lastActive) {
-		lastActive = *lastActivity
 	}
 	in := RolloutInput{
 		Policy: s.template.Spec.Rollout.Policy, Outdated: true,
