@@ -15,6 +15,7 @@ type ident struct {
 // with the configured prefixes, and never one of the API server's
 // reserved system: names.
 func TestMappingSubject(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		mapping Mapping
 		id      ident

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPatch(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
 	stopped := &v1alpha1.Userland{Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseStopped}}
 	running := &v1alpha1.Userland{Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseReady}}

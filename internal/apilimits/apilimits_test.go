@@ -13,6 +13,7 @@ import (
 )
 
 func TestApply(t *testing.T) {
+	t.Parallel()
 	tests := map[string]struct {
 		qps       float32
 		burst     int
@@ -37,6 +38,7 @@ func TestApply(t *testing.T) {
 // TestThrottlingIsMeasured shows that time spent waiting for the limit
 // reaches the metrics endpoint's registry, which `make bench` reads.
 func TestThrottlingIsMeasured(t *testing.T) {
+	t.Parallel()
 	RegisterMetrics()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }))
 	defer srv.Close()

@@ -31,7 +31,7 @@ func TestAdversaryCourseEnvironmentMountsPersonalHome(t *testing.T) {
 	create(t, template(ns, "lab-db", "example.org/lab:1"), template(ns, "lab", "example.org/lab:1"),
 		userland(ns, "alice-lab-db", alice, "lab-db"))
 	var home corev1.PersistentVolumeClaim
-	eventually(t, time.Minute, "alice's personal home claim", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "alice's personal home claim", func(ctx context.Context) (bool, error) {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "alice-lab-db-home"}, &home) == nil, nil
 	})
 	personal, err := get(t, ctx, ns, "alice-lab-db")
@@ -41,7 +41,7 @@ func TestAdversaryCourseEnvironmentMountsPersonalHome(t *testing.T) {
 	if err := env.Client.Delete(ctx, personal); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "alice's personal environment gone", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "alice's personal environment gone", func(ctx context.Context) (bool, error) {
 		_, err := get(t, ctx, ns, "alice-lab-db")
 		return apierrors.IsNotFound(err), nil
 	})
@@ -55,7 +55,7 @@ func TestAdversaryCourseEnvironmentMountsPersonalHome(t *testing.T) {
 	ul := items[0]
 	t.Logf("the course environment of %s is %s", alice, ul.Name)
 	var dep appsv1.Deployment
-	eventually(t, time.Minute, "the course environment's deployment", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "the course environment's deployment", func(ctx context.Context) (bool, error) {
 		return env.Client.Get(ctx, client.ObjectKeyFromObject(&ul), &dep) == nil, nil
 	})
 	for _, v := range dep.Spec.Template.Spec.Volumes {

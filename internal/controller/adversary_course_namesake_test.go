@@ -34,16 +34,16 @@ func TestAdversaryNamesakeCourseStopsAnotherCoursesStudents(t *testing.T) {
 	waitCourse(t, ns, "hist", "provisioned", func(c *v1alpha1.Course) bool { return c.Status.Provisioned == 1 })
 	s := userlandOf(courseUserlands(t, ctx, ns, "hist"), "s@uni.example")
 	recordActivity(t, s, ctrl.clock.Now())
-	waitPhase(t, ns, s.Name, v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, s.Name, v1alpha1.PhaseReady)
 
 	if err := env.Client.Delete(ctx, orig); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the first course gone", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "the first course gone", func(ctx context.Context) (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(orig), &v1alpha1.Course{})
 		return apierrors.IsNotFound(err), nil
 	})
-	waitPhase(t, ns, s.Name, v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, s.Name, v1alpha1.PhaseReady)
 
 	create(t, testobj.MakeCourse(ns, "hist").Term(now.Add(24*time.Hour), now.Add(48*time.Hour)).Staff("m@uni.example").
 		Template("lab", v1alpha1.ProvisionOnSignIn).Obj())

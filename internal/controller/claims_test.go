@@ -31,7 +31,7 @@ func TestForeignClaimIsNotMounted(t *testing.T) {
 		},
 	}
 	create(t, foreign, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseFailed)
+	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseFailed)
 	if c := condition(ul, v1alpha1.ConditionReady); c == nil || c.Reason != "VolumeConflict" {
 		t.Fatalf("Ready condition %+v, want reason VolumeConflict", c)
 	}
@@ -56,7 +56,7 @@ func TestTemplateRefChangeNeverMakesARetainedClaimDeletable(t *testing.T) {
 		deleting.Spec.Volumes[i].ReclaimPolicy = v1alpha1.ReclaimDelete
 	}
 	create(t, template(ns, "t", "example.org/app:1"), deleting, userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ul, err := get(t, ctx, ns, "u")
 		if err != nil {
@@ -68,7 +68,7 @@ func TestTemplateRefChangeNeverMakesARetainedClaimDeletable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the switch to the Delete template is applied", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "the switch to the Delete template is applied", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "u")
 		return err == nil && ul.Status.ObservedGeneration == ul.Generation && ul.Status.Phase == v1alpha1.PhaseReady, err
 	})

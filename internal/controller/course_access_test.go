@@ -91,7 +91,7 @@ func TestRetirementDeletesOnlyWhatTheCourseMadeForStudents(t *testing.T) {
 	s, tt, u, ta := userlandOf(items, "s@uni.example"), userlandOf(items, "t@uni.example"), userlandOf(items, "u@uni.example"), userlandOf(items, "ta@uni.example")
 	claimOf := func(ul string) string { return ul + "-home" }
 	for _, name := range []string{s.Name, tt.Name, u.Name, "victim-lab"} {
-		eventually(t, time.Minute, "the claim of "+name, func(ctx context.Context) (bool, error) {
+		env.Eventually(t, time.Minute, "the claim of "+name, func(ctx context.Context) (bool, error) {
 			return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claimOf(name)}, &corev1.PersistentVolumeClaim{}) == nil, nil
 		})
 	}
@@ -124,7 +124,7 @@ func TestRetirementDeletesOnlyWhatTheCourseMadeForStudents(t *testing.T) {
 	ctrl.clock.Step(2 * time.Hour)
 	poke(t, ns, s.Name)
 	var snap snapshotv1.VolumeSnapshot
-	eventually(t, time.Minute, "the course's snapshot of the student's claim", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "the course's snapshot of the student's claim", func(ctx context.Context) (bool, error) {
 		return snapClient(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: claimOf(s.Name) + "-final"}, &snap) == nil, nil
 	})
 	patch := client.MergeFrom(snap.DeepCopy())
@@ -133,7 +133,7 @@ func TestRetirementDeletesOnlyWhatTheCourseMadeForStudents(t *testing.T) {
 		t.Fatal(err)
 	}
 	poke(t, ns, s.Name)
-	eventually(t, 2*time.Minute, "the student's environment deleted", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 2*time.Minute, "the student's environment deleted", func(ctx context.Context) (bool, error) {
 		_, err := get(t, ctx, ns, s.Name)
 		return client.IgnoreNotFound(err) == nil && err != nil, nil
 	})
@@ -161,7 +161,7 @@ func TestCourseNeverSharesSomebodysHome(t *testing.T) {
 	startController(t)
 	ctx := context.Background()
 	create(t, template(ns, "lab", "example.org/lab:1"), userland(ns, "alice-lab", "alice@uni.example", "lab"))
-	eventually(t, time.Minute, "alice's claim", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "alice's claim", func(ctx context.Context) (bool, error) {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "alice-lab-home"}, &corev1.PersistentVolumeClaim{}) == nil, nil
 	})
 	create(t, testobj.MakeCourse(ns, "os").Students("s@uni.example").Staff("ta@uni.example").
@@ -179,7 +179,7 @@ func TestCourseNeverSharesSomebodysHome(t *testing.T) {
 			t.Fatalf("no environment for %s", user)
 		}
 		var dep appsv1.Deployment
-		eventually(t, time.Minute, "deployment of "+user, func(ctx context.Context) (bool, error) {
+		env.Eventually(t, time.Minute, "deployment of "+user, func(ctx context.Context) (bool, error) {
 			return env.Client.Get(ctx, client.ObjectKeyFromObject(ul), &dep) == nil, nil
 		})
 		for _, v := range dep.Spec.Template.Spec.Volumes {

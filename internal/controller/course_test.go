@@ -43,7 +43,7 @@ func userlandOf(items []v1alpha1.Userland, user string) *v1alpha1.Userland {
 func waitCourse(t *testing.T, ns, name, what string, ok func(*v1alpha1.Course) bool) *v1alpha1.Course {
 	t.Helper()
 	var c v1alpha1.Course
-	eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); err != nil {
 			return false, err
 		}
@@ -87,7 +87,7 @@ func TestCourseProvisionsTheRoster(t *testing.T) {
 		t.Fatalf("%d Userlands carry the course label, want 200 students + 1 staff", len(items))
 	}
 	first := userlandOf(items, roster[0])
-	ul := waitPhase(t, ns, first.Name, v1alpha1.PhaseStopped)
+	ul := env.WaitPhase(t, ns, first.Name, v1alpha1.PhaseStopped)
 	if ul.Status.StoppedReason != v1alpha1.StoppedNotStarted {
 		t.Errorf("an up-front environment is %s/%s before anyone opened it, want Stopped/NotStarted", ul.Status.Phase, ul.Status.StoppedReason)
 	}
@@ -102,11 +102,11 @@ func TestCourseProvisionsTheRoster(t *testing.T) {
 	if err := env.Client.Patch(ctx, &live, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the late student's environment", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "the late student's environment", func(ctx context.Context) (bool, error) {
 		return userlandOf(courseUserlands(t, ctx, ns, "db"), "late@uni.example") != nil, nil
 	})
-	removed := waitPhase(t, ns, first.Name, v1alpha1.PhaseStopped)
-	eventually(t, time.Minute, "the removed student's environment stopped as Unenrolled", func(ctx context.Context) (bool, error) {
+	removed := env.WaitPhase(t, ns, first.Name, v1alpha1.PhaseStopped)
+	env.Eventually(t, time.Minute, "the removed student's environment stopped as Unenrolled", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, first.Name)
 		return err == nil && ul.Status.StoppedReason == v1alpha1.StoppedUnenrolled, err
 	})
@@ -152,14 +152,14 @@ func TestCourseRunningLimitQueues(t *testing.T) {
 	// They ask one second apart, in roster order (as the gateway records
 	// a visit).
 	for i, user := range roster {
-		ul := waitPhase(t, ns, names[user], v1alpha1.PhaseStopped)
+		ul := env.WaitPhase(t, ns, names[user], v1alpha1.PhaseStopped)
 		recordActivity(t, ul, ctrl.clock.Now().Add(time.Duration(i)*time.Second))
 	}
-	waitPhase(t, ns, names[roster[0]], v1alpha1.PhaseReady)
-	waitPhase(t, ns, names[roster[1]], v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, names[roster[0]], v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, names[roster[1]], v1alpha1.PhaseReady)
 	for i, user := range roster[2:] {
 		want := int32(i + 1)
-		eventually(t, time.Minute, fmt.Sprintf("%s queued at %d", user, want), func(ctx context.Context) (bool, error) {
+		env.Eventually(t, time.Minute, fmt.Sprintf("%s queued at %d", user, want), func(ctx context.Context) (bool, error) {
 			ul, err := get(t, ctx, ns, names[user])
 			return err == nil && ul.Status.StoppedReason == v1alpha1.StoppedQueued && ul.Status.QueuePosition == want, err
 		})
@@ -182,8 +182,8 @@ func TestCourseRunningLimitQueues(t *testing.T) {
 	if err := env.Client.Patch(ctx, first, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ns, names[roster[2]], v1alpha1.PhaseReady)
-	eventually(t, time.Minute, "the last student moved up to 1", func(ctx context.Context) (bool, error) {
+	env.WaitPhase(t, ns, names[roster[2]], v1alpha1.PhaseReady)
+	env.Eventually(t, time.Minute, "the last student moved up to 1", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, names[roster[3]])
 		return err == nil && ul.Status.QueuePosition == 1, err
 	})
@@ -223,7 +223,7 @@ func TestCourseSharedVolumesAndCaps(t *testing.T) {
 	deployment := func(user string) *appsv1.Deployment {
 		ul := userlandOf(items, user)
 		var dep appsv1.Deployment
-		eventually(t, time.Minute, "deployment of "+user, func(ctx context.Context) (bool, error) {
+		env.Eventually(t, time.Minute, "deployment of "+user, func(ctx context.Context) (bool, error) {
 			return env.Client.Get(ctx, client.ObjectKeyFromObject(ul), &dep) == nil, nil
 		})
 		return &dep
@@ -290,7 +290,7 @@ func TestCourseSharedVolumesAndCaps(t *testing.T) {
 	// The student's pod actually runs with it (kwok binds the claim).
 	ul := userlandOf(items, "s@uni.example")
 	recordActivity(t, ul, time.Now())
-	waitPhase(t, ns, ul.Name, v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, ul.Name, v1alpha1.PhaseReady)
 }
 
 // TestCourseTerm: before the term a student's visit starts nothing; from
@@ -313,8 +313,8 @@ func TestCourseTerm(t *testing.T) {
 
 	recordActivity(t, s, ctrl.clock.Now())
 	recordActivity(t, ta, ctrl.clock.Now())
-	waitPhase(t, ns, ta.Name, v1alpha1.PhaseReady)
-	eventually(t, time.Minute, "the student held until the term starts", func(ctx context.Context) (bool, error) {
+	env.WaitPhase(t, ns, ta.Name, v1alpha1.PhaseReady)
+	env.Eventually(t, time.Minute, "the student held until the term starts", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, s.Name)
 		return err == nil && ul.Status.StoppedReason == v1alpha1.StoppedBeforeTerm, err
 	})
@@ -323,19 +323,19 @@ func TestCourseTerm(t *testing.T) {
 
 	ctrl.clock.Step(25 * time.Hour)
 	recordActivity(t, got, ctrl.clock.Now())
-	waitPhase(t, ns, s.Name, v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, s.Name, v1alpha1.PhaseReady)
 
 	ctrl.clock.Step(24 * time.Hour)
 	poke(t, ns, s.Name)
 	poke(t, ns, ta.Name)
-	eventually(t, time.Minute, "the student's environment stopped at the term's end", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "the student's environment stopped at the term's end", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, s.Name)
 		if err == nil && ul.Status.StoppedReason != v1alpha1.StoppedTermEnded {
 			err = fmt.Errorf("%s/%s %+v", ul.Status.Phase, ul.Status.StoppedReason, condition(ul, v1alpha1.ConditionReady))
 		}
 		return err == nil, err
 	})
-	if ul := waitPhase(t, ns, ta.Name, v1alpha1.PhaseReady); ul.Status.Phase != v1alpha1.PhaseReady {
+	if ul := env.WaitPhase(t, ns, ta.Name, v1alpha1.PhaseReady); ul.Status.Phase != v1alpha1.PhaseReady {
 		t.Errorf("staff's environment is %s after the term", ul.Status.Phase)
 	}
 }
@@ -360,7 +360,7 @@ func TestCourseRetention(t *testing.T) {
 			waitCourse(t, ns, "art", "provisioned", func(c *v1alpha1.Course) bool { return c.Status.Provisioned == 1 })
 			items := courseUserlands(t, ctx, ns, "art")
 			s, ta := userlandOf(items, "s@uni.example"), userlandOf(items, "ta@uni.example")
-			eventually(t, time.Minute, "the student's claim", func(ctx context.Context) (bool, error) {
+			env.Eventually(t, time.Minute, "the student's claim", func(ctx context.Context) (bool, error) {
 				return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Name + "-home"}, &corev1.PersistentVolumeClaim{}) == nil, nil
 			})
 
@@ -373,7 +373,7 @@ func TestCourseRetention(t *testing.T) {
 			poke(t, ns, s.Name) // the course hears of its Userlands' changes
 			if snapshots {
 				var snap snapshotv1.VolumeSnapshot
-				eventually(t, time.Minute, "a snapshot of the student's claim", func(ctx context.Context) (bool, error) {
+				env.Eventually(t, time.Minute, "a snapshot of the student's claim", func(ctx context.Context) (bool, error) {
 					return snapClient(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Name + "-home-final"}, &snap) == nil, nil
 				})
 				if diff := cmp.Diff(ptr.To(s.Name+"-home"), snap.Spec.Source.PersistentVolumeClaimName); diff != "" {
@@ -394,7 +394,7 @@ func TestCourseRetention(t *testing.T) {
 				}
 				poke(t, ns, s.Name)
 			}
-			eventually(t, 2*time.Minute, "the student's Userland deleted", func(ctx context.Context) (bool, error) {
+			env.Eventually(t, 2*time.Minute, "the student's Userland deleted", func(ctx context.Context) (bool, error) {
 				_, err := get(t, ctx, ns, s.Name)
 				return client.IgnoreNotFound(err) == nil && err != nil, nil
 			})

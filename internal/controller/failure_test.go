@@ -26,7 +26,7 @@ func TestARefusedWriteMakesReadyFalseWithTheCauseThenRecovers(t *testing.T) {
 	create(t, quota, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
 
 	var seen *metav1.Condition
-	eventually(t, 30*time.Second, "Ready=False ReconcileFailed naming the refused Deployment", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "Ready=False ReconcileFailed naming the refused Deployment", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "u")
 		if err != nil {
 			return false, err
@@ -41,7 +41,7 @@ func TestARefusedWriteMakesReadyFalseWithTheCauseThenRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if c := condition(ul, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonReady {
 		t.Errorf("after the quota went: Ready %+v, want True (Ready)", c)
 	}

@@ -46,12 +46,12 @@ func TestUserlandKstatusConditions(t *testing.T) {
 	startController(t)
 	ns := env.Namespace(t)
 	create(t, userland(ns, "u", "alice", "later"))
-	eventually(t, 30*time.Second, "in progress while the template is awaited", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "in progress while the template is awaited", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "u")
 		return err == nil && ul.Status.Phase == v1alpha1.PhasePending && kstatus(ul.Status.Conditions) == "Reconciling: "+v1alpha1.ReasonProgressing, err
 	})
 	create(t, template(ns, "later", "example.org/app:1"))
-	if ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady); kstatus(ul.Status.Conditions) != "settled" {
+	if ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady); kstatus(ul.Status.Conditions) != "settled" {
 		t.Errorf("a serving Userland reads %s, want settled", kstatus(ul.Status.Conditions))
 	}
 
@@ -60,7 +60,7 @@ func TestUserlandKstatusConditions(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 	}, userland(ns, "taken", "bob", "later"))
-	ul := waitPhase(t, ns, "taken", v1alpha1.PhaseFailed)
+	ul := env.WaitPhase(t, ns, "taken", v1alpha1.PhaseFailed)
 	if got := kstatus(ul.Status.Conditions); got != "Stalled: "+v1alpha1.ReasonNameConflict {
 		t.Errorf("a Userland whose Service name is taken reads %s, want Stalled: NameConflict", got)
 	}

@@ -184,7 +184,7 @@ func TestNetworkPolicyForEveryEgressSetting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			waitPhase(t, ns, tc.name, v1alpha1.PhaseReady)
+			env.WaitPhase(t, ns, tc.name, v1alpha1.PhaseReady)
 			var np networkingv1.NetworkPolicy
 			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: tc.name}, &np); err != nil {
 				t.Fatal(err)
@@ -203,7 +203,7 @@ func TestEgressFollowsTheTemplate(t *testing.T) {
 	startController(t)
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	setNetwork := func(n *v1alpha1.NetworkSpec) {
 		t.Helper()
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -227,11 +227,11 @@ func TestEgressFollowsTheTemplate(t *testing.T) {
 			return cmp.Equal(want, np.Spec.Egress) && len(np.Spec.PolicyTypes) == types, nil
 		}
 	}
-	eventually(t, 30*time.Second, "egress limited by default", egressIs(internetEgress(kubeDNS), 2))
+	env.Eventually(t, 30*time.Second, "egress limited by default", egressIs(internetEgress(kubeDNS), 2))
 	setNetwork(&v1alpha1.NetworkSpec{Egress: v1alpha1.EgressUnrestricted})
-	eventually(t, 30*time.Second, "egress open", egressIs(nil, 1))
+	env.Eventually(t, 30*time.Second, "egress open", egressIs(nil, 1))
 	setNetwork(&v1alpha1.NetworkSpec{Egress: v1alpha1.EgressInternet, AllowedCIDRs: []v1alpha1.CIDR{"10.20.0.0/16"}})
-	eventually(t, 30*time.Second, "egress limited again", egressIs(internetEgress(kubeDNS, block("10.20.0.0/16")), 2))
+	env.Eventually(t, 30*time.Second, "egress limited again", egressIs(internetEgress(kubeDNS, block("10.20.0.0/16")), 2))
 }
 
 // TestClusterDNSOptionsAreChecked: a bad flag fails at start, naming it.

@@ -21,6 +21,7 @@ import (
 // and running limit; the Deployment's bookkeeping, the requeue and the
 // queue place come with it.
 func TestDecideRun(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 10, 5, 10, 0, 0, 0, time.UTC)
 	created := now.Add(-48 * time.Hour)
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
@@ -200,6 +201,7 @@ func TestDecideRun(t *testing.T) {
 // TestDecideRunPassesOnTheQueuesError: the queue reads the cache; when it
 // cannot, nothing is decided and the reconcile is retried.
 func TestDecideRunPassesOnTheQueuesError(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 10, 5, 10, 0, 0, 0, time.UTC)
 	ul := testobj.MakeUserland("ns", "alice", "alice", "lab").Obj()
 	ul.Status.LastActivityTime = &metav1.Time{Time: now}

@@ -14,7 +14,6 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -189,22 +188,6 @@ func controllerConfig(t *testing.T) *rest.Config {
 	return identity
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := env.Alive(); err != nil {
-			return false, err
-		}
-		ok, err := cond(ctx)
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last error: %v)", what, err, last)
-	}
-}
-
 // template is the controller tests' template: a web container with a home
 // volume.
 func template(ns, name, image string) *v1alpha1.Template {
@@ -229,22 +212,6 @@ func get(t *testing.T, ctx context.Context, ns, name string) (*v1alpha1.Userland
 	var ul v1alpha1.Userland
 	err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul)
 	return &ul, err
-}
-
-// waitPhase waits until the Userland reports phase and has reconciled its
-// current generation.
-func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) *v1alpha1.Userland {
-	t.Helper()
-	var ul *v1alpha1.Userland
-	eventually(t, 90*time.Second, fmt.Sprintf("userland %s/%s phase %s", ns, name, phase), func(ctx context.Context) (bool, error) {
-		var err error
-		ul, err = get(t, ctx, ns, name)
-		if err != nil {
-			return false, err
-		}
-		return ul.Status.Phase == phase && ul.Status.ObservedGeneration == ul.Generation, nil
-	})
-	return ul
 }
 
 // poke changes an annotation so the controller reconciles now; tests use

@@ -85,7 +85,7 @@ func clusterTemplate(t *testing.T, ns string, allowed *metav1.LabelSelector) *v1
 // its namespace, with no pod wanted.
 func waitNotAllowed(t *testing.T, ns, name string) *v1alpha1.Userland {
 	t.Helper()
-	ul := waitPhase(t, ns, name, v1alpha1.PhaseFailed)
+	ul := env.WaitPhase(t, ns, name, v1alpha1.PhaseFailed)
 	ready := condition(ul, v1alpha1.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonNamespaceNotAllowed ||
 		!strings.Contains(ready.Message, fmt.Sprintf("does not allow namespace %q (its allowedNamespaces selector is course=databases)", ns)) {
@@ -128,7 +128,7 @@ func TestClusterTemplateThatAppearsLaterMustAllowTheNamespace(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, testobj.MakeUserland(ns, "early", "alice@uni.example.ac.jp", "ct-"+ns).ClusterTemplate().Obj())
-	waitPhase(t, ns, "early", v1alpha1.PhasePending)
+	env.WaitPhase(t, ns, "early", v1alpha1.PhasePending)
 
 	clusterTemplate(t, ns, &metav1.LabelSelector{MatchLabels: map[string]string{"course": "databases"}})
 	waitNotAllowed(t, ns, "early")
@@ -156,7 +156,7 @@ func TestTighteningAllowedNamespacesStopsAndLabellingStarts(t *testing.T) {
 	ns := env.Namespace(t)
 	ct := clusterTemplate(t, ns, nil)
 	create(t, testobj.MakeUserland(ns, "alice", "alice@uni.example.ac.jp", ct.Name).ClusterTemplate().Obj())
-	waitPhase(t, ns, "alice", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
 
 	patch := client.MergeFrom(ct.DeepCopy())
 	ct.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"course": "databases"}}
@@ -173,8 +173,8 @@ func TestTighteningAllowedNamespacesStopsAndLabellingStarts(t *testing.T) {
 	}
 
 	labelNamespace(t, ns, "course", "databases")
-	waitPhase(t, ns, "alice", v1alpha1.PhaseReady)
-	eventually(t, 30*time.Second, "deployment scaled up again", func(ctx context.Context) (bool, error) {
+	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
+	env.Eventually(t, 30*time.Second, "deployment scaled up again", func(ctx context.Context) (bool, error) {
 		n, err := deploymentReplicas(t, ctx, ns, "alice")
 		return n == 1, err
 	})

@@ -35,7 +35,7 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 	ns := env.Namespace(t)
 	create(t, template(ns, "vscode", "example.org/code:1"), userland(ns, "taro", "Taro.Yamada@uni.example.ac.jp", "vscode"))
 
-	ul := waitPhase(t, ns, "taro", v1alpha1.PhaseReady)
+	ul := env.WaitPhase(t, ns, "taro", v1alpha1.PhaseReady)
 	if want := gatewayURL + "/u/" + ns + "/taro/"; ul.Status.URL != want {
 		t.Errorf("status.url = %q, want %q", ul.Status.URL, want)
 	}
@@ -110,7 +110,7 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 		t.Errorf("claim user label %q", pvc.Labels[controller.LabelUser])
 	}
 
-	eventually(t, 30*time.Second, "template counts its userlands", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "template counts its userlands", func(ctx context.Context) (bool, error) {
 		var tmpl v1alpha1.Template
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vscode"}, &tmpl); err != nil {
 			return false, err
@@ -129,7 +129,7 @@ func TestChangingTemplateRefIsRolledOut(t *testing.T) {
 	other := template(ns, "jupyter", "example.org/jupyter:1")
 	other.Spec.Rollout.Policy = v1alpha1.RolloutImmediate
 	create(t, template(ns, "vscode", "example.org/code:1"), other, userland(ns, "u", "alice", "vscode"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ul, err := get(t, ctx, ns, "u")
@@ -142,12 +142,12 @@ func TestChangingTemplateRefIsRolledOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "switched to the new template", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "switched to the new template", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "u")
 		return err == nil && ul.Status.Phase == v1alpha1.PhaseReady && ul.Status.ObservedGeneration == ul.Generation &&
 			imageOf(t, ctx, ns, "u") == "example.org/jupyter:1", err
 	})
-	eventually(t, 30*time.Second, "both templates recounted", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "both templates recounted", func(ctx context.Context) (bool, error) {
 		var before, after v1alpha1.Template
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vscode"}, &before); err != nil {
 			return false, err
@@ -163,13 +163,13 @@ func TestSuspendAndResume(t *testing.T) {
 	startController(t)
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	setSuspend(t, ns, "u", true)
 	waitStopped(t, ns, "u", v1alpha1.StoppedSuspended)
 
 	setSuspend(t, ns, "u", false)
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if ul.Status.StoppedReason != "" {
 		t.Errorf("stoppedReason = %q after resume, want empty", ul.Status.StoppedReason)
 	}
@@ -182,7 +182,7 @@ func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, v1alpha1.VolumeSpec{Name: "scratch", MountPath: "/tmp/scratch", ReclaimPolicy: v1alpha1.ReclaimDelete})
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	var home corev1.PersistentVolumeClaim
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u-home"}, &home); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
 	if err := env.Client.Delete(ctx, ul, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "owned children collected", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "owned children collected", func(ctx context.Context) (bool, error) {
 		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}} {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, obj); !apierrors.IsNotFound(err) {
 				return false, err
@@ -213,7 +213,7 @@ func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
 
 	// Someone else under the same name must not get alice's data.
 	create(t, userland(ns, "u", "mallory", "t"))
-	ul = waitPhase(t, ns, "u", v1alpha1.PhaseFailed)
+	ul = env.WaitPhase(t, ns, "u", v1alpha1.PhaseFailed)
 	if c := condition(ul, v1alpha1.ConditionReady); c == nil || c.Reason != "VolumeConflict" {
 		t.Errorf("Ready condition %+v, want reason VolumeConflict", c)
 	}
@@ -223,14 +223,14 @@ func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
 	if err := env.Client.Delete(ctx, ul); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "conflicting userland gone", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "conflicting userland gone", func(ctx context.Context) (bool, error) {
 		_, err := get(t, ctx, ns, "u")
 		return apierrors.IsNotFound(err), nil
 	})
 
 	// The same user coming back adopts the claim.
 	create(t, userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u-home"}, &kept); err != nil || kept.UID != home.UID {
 		t.Fatalf("claim after return: uid %s (err %v), want the original %s", kept.UID, err, home.UID)
 	}
@@ -240,7 +240,7 @@ func TestMissingTemplateIsReportedThenRecovers(t *testing.T) {
 	startController(t)
 	ns := env.Namespace(t)
 	create(t, userland(ns, "u", "alice", "later"))
-	eventually(t, 30*time.Second, "TemplateNotFound", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "TemplateNotFound", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "u")
 		if err != nil {
 			return false, err
@@ -250,7 +250,7 @@ func TestMissingTemplateIsReportedThenRecovers(t *testing.T) {
 			ul.Status.Phase == v1alpha1.PhasePending, nil
 	})
 	create(t, template(ns, "later", "example.org/app:1"))
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if c := condition(ul, v1alpha1.ConditionTemplateResolved); c.Status != metav1.ConditionTrue {
 		t.Errorf("TemplateResolved = %+v after the template appeared", c)
 	}
@@ -273,7 +273,7 @@ func TestPodThatCannotStartIsFailedThenRecovers(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	// Simulate the kubelet failing to pull the image, as kwok cannot.
 	pod, err := podOf(t, ctx, ns, "u")
@@ -290,7 +290,7 @@ func TestPodThatCannotStartIsFailedThenRecovers(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, failing); err != nil {
 		t.Fatalf("marking pod failed: %v", err)
 	}
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseFailed)
+	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseFailed)
 	c := condition(ul, v1alpha1.ConditionReady)
 	if c.Reason != "ImagePullBackOff" || !strings.Contains(c.Message, "the image could not be pulled") {
 		t.Errorf("Ready condition %+v, want ImagePullBackOff explained in plain words", c)
@@ -300,7 +300,7 @@ func TestPodThatCannotStartIsFailedThenRecovers(t *testing.T) {
 	if err := env.Client.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 }
 
 func TestIdleStopAndWake(t *testing.T) {
@@ -309,9 +309,9 @@ func TestIdleStopAndWake(t *testing.T) {
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}}
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
-	started := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	started := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if started.Status.IdleStopTime != nil {
 		t.Fatalf("warned of an idle stop at the start: %v", started.Status.IdleStopTime)
 	}
@@ -321,7 +321,7 @@ func TestIdleStopAndWake(t *testing.T) {
 	ctrl.clock.Step(4 * time.Minute)
 	poke(t, ns, "u")
 	var warned *v1alpha1.Userland
-	eventually(t, 30*time.Second, "idle warning", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "idle warning", func(ctx context.Context) (bool, error) {
 		var err error
 		warned, err = get(t, ctx, ns, "u")
 		return err == nil && warned.Status.IdleStopTime != nil, err
@@ -332,7 +332,7 @@ func TestIdleStopAndWake(t *testing.T) {
 	if left := warned.Status.IdleStopTime.Sub(ctrl.clock.Now()); left <= 0 || left > time.Minute+time.Second {
 		t.Errorf("idle stop in %s by the controller's clock, want within a minute", left)
 	}
-	eventually(t, 30*time.Second, "IdleStopSoon event", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "IdleStopSoon event", func(ctx context.Context) (bool, error) {
 		var events eventsv1.EventList
 		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -347,7 +347,7 @@ func TestIdleStopAndWake(t *testing.T) {
 
 	// Someone uses it: the warning goes.
 	recordActivity(t, warned, ctrl.clock.Now())
-	eventually(t, 30*time.Second, "warning cleared by activity", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "warning cleared by activity", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "u")
 		return err == nil && ul.Status.IdleStopTime == nil, err
 	})
@@ -363,7 +363,7 @@ func TestIdleStopAndWake(t *testing.T) {
 	// Activity after the stop (as the gateway records it) wakes it.
 	ctrl.clock.Step(time.Minute)
 	recordActivity(t, ul, ctrl.clock.Now())
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 }
 
 // recordActivity writes activity as the gateway does.
@@ -387,7 +387,7 @@ func TestStartActionWakesAnIdleStoppedEnvironment(t *testing.T) {
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Idle = &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: 5 * time.Minute}}
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	ctrl.clock.Step(6 * time.Minute)
 	poke(t, ns, "u")
 	ul := waitStopped(t, ns, "u", v1alpha1.StoppedIdle)
@@ -400,7 +400,7 @@ func TestStartActionWakesAnIdleStoppedEnvironment(t *testing.T) {
 	if err := env.Client.Patch(ctx, ul, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 }
 
 // setImage changes a template's image.
@@ -430,7 +430,7 @@ func updateTemplate(t *testing.T, ns, name string, change func(*v1alpha1.Templat
 // taken.
 func waitNameConflict(t *testing.T, ns, name string) {
 	t.Helper()
-	ul := waitPhase(t, ns, name, v1alpha1.PhaseFailed)
+	ul := env.WaitPhase(t, ns, name, v1alpha1.PhaseFailed)
 	if c := condition(ul, v1alpha1.ConditionReady); c == nil || c.Reason != "NameConflict" {
 		t.Errorf("%s: Ready condition %+v, want reason NameConflict", name, c)
 	}
@@ -447,7 +447,7 @@ func imageOf(t *testing.T, ctx context.Context, ns, name string) string {
 
 func waitPending(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "update pending", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "update pending", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, name)
 		if err != nil {
 			return false, err
@@ -462,7 +462,7 @@ func TestRolloutWhenIdleWaitsForInactivity(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "busy", "alice", "t"))
-	ul := waitPhase(t, ns, "busy", v1alpha1.PhaseReady)
+	ul := env.WaitPhase(t, ns, "busy", v1alpha1.PhaseReady)
 	patch := client.MergeFrom(ul.DeepCopy())
 	ul.Status.LastActivityTime = &metav1.Time{Time: ctrl.clock.Now()}
 	if err := env.Client.Status().Patch(ctx, ul, patch); err != nil {
@@ -477,14 +477,14 @@ func TestRolloutWhenIdleWaitsForInactivity(t *testing.T) {
 	waitTemplateUpToDate(t, ns, "t", metav1.ConditionFalse, v1alpha1.ReasonUpdatesPending)
 	// A new Userland always gets the current template.
 	create(t, userland(ns, "new", "bob", "t"))
-	waitPhase(t, ns, "new", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "new", v1alpha1.PhaseReady)
 	if got := imageOf(t, ctx, ns, "new"); got != "example.org/app:2" {
 		t.Errorf("new userland runs %s, want the current template", got)
 	}
 
 	ctrl.clock.Step(11 * time.Minute)
 	poke(t, ns, "busy")
-	eventually(t, time.Minute, "rolled out once idle", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "rolled out once idle", func(ctx context.Context) (bool, error) {
 		ul, err := get(t, ctx, ns, "busy")
 		return err == nil && !ul.Status.UpdatePending && imageOf(t, ctx, ns, "busy") == "example.org/app:2", err
 	})
@@ -494,7 +494,7 @@ func TestRolloutWhenIdleWaitsForInactivity(t *testing.T) {
 // waitTemplateUpToDate waits for a template's UpToDate condition.
 func waitTemplateUpToDate(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("template UpToDate=%s (%s)", status, reason), func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, fmt.Sprintf("template UpToDate=%s (%s)", status, reason), func(ctx context.Context) (bool, error) {
 		var tmpl v1alpha1.Template
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tmpl); err != nil {
 			return false, err
@@ -511,7 +511,7 @@ func TestRolloutOnRestartWaitsForTheNextStart(t *testing.T) {
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	setImage(t, ns, "t", "example.org/app:2")
 	waitPending(t, ns, "u")
@@ -519,9 +519,9 @@ func TestRolloutOnRestartWaitsForTheNextStart(t *testing.T) {
 		t.Fatalf("running environment restarted onto %s under OnRestart", got)
 	}
 	setSuspend(t, ns, "u", true)
-	waitPhase(t, ns, "u", v1alpha1.PhaseStopped)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseStopped)
 	setSuspend(t, ns, "u", false)
-	ul := waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	if got := imageOf(t, ctx, ns, "u"); got != "example.org/app:2" || ul.Status.UpdatePending {
 		t.Errorf("after restart: image %s pending %v, want app:2 and nothing pending", got, ul.Status.UpdatePending)
 	}
@@ -534,7 +534,7 @@ func TestRestartAnnotationAppliesAPendingUpdateNow(t *testing.T) {
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	setImage(t, ns, "t", "example.org/app:2")
 	waitPending(t, ns, "u")
@@ -576,22 +576,13 @@ func TestRolloutImmediateRespectsMaxUnavailable(t *testing.T) {
 	setImage(t, ns, "t", "example.org/app:2")
 	// 25% of 20 running environments: at most 5 unavailable at any moment.
 	maxSeen := 0
-	eventually(t, 2*time.Minute, "rolled out to all", func(ctx context.Context) (bool, error) {
-		var deps appsv1.DeploymentList
-		if err := env.Client.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+	env.Eventually(t, 2*time.Minute, "rolled out to all", func(ctx context.Context) (bool, error) {
+		seen, err := env.SampleRollout(ctx, ns, "example.org/app:2")
+		if err != nil {
 			return false, err
 		}
-		unavailable, updated := 0, 0
-		for _, d := range deps.Items {
-			if d.Spec.Template.Spec.Containers[0].Image == "example.org/app:2" {
-				updated++
-			}
-			if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < 1 || d.Status.UpdatedReplicas < 1 {
-				unavailable++
-			}
-		}
-		maxSeen = max(maxSeen, unavailable)
-		return updated == n && unavailable == 0, nil
+		maxSeen = max(maxSeen, seen.Unavailable)
+		return seen.Updated == n && seen.Unavailable == 0, nil
 	})
 	if maxSeen > 5 {
 		t.Errorf("saw %d environments unavailable at once, maxUnavailable is 5", maxSeen)
@@ -608,10 +599,10 @@ func TestNothingIsWrittenAfterConvergence(t *testing.T) {
 		create(t, userland(ns, n, "user-"+n, "t"))
 	}
 	for _, n := range names {
-		waitPhase(t, ns, n, v1alpha1.PhaseReady)
+		env.WaitPhase(t, ns, n, v1alpha1.PhaseReady)
 	}
 	// The template's counts are batched; convergence includes them.
-	eventually(t, 30*time.Second, "the template counted five ready", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 30*time.Second, "the template counted five ready", func(ctx context.Context) (bool, error) {
 		var tmpl v1alpha1.Template
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t"}, &tmpl)
 		return err == nil && tmpl.Status.Userlands == 5 && tmpl.Status.ReadyUserlands == 5, err
@@ -690,7 +681,7 @@ func setSuspend(t *testing.T, ns, name string, suspend bool) {
 // waitAllReady waits until n Userlands in ns are Ready.
 func waitAllReady(t *testing.T, ns string, n int, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("%d userlands ready", n), func(ctx context.Context) (bool, error) {
+	env.Eventually(t, timeout, fmt.Sprintf("%d userlands ready", n), func(ctx context.Context) (bool, error) {
 		var list v1alpha1.UserlandList
 		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -709,7 +700,7 @@ func waitAllReady(t *testing.T, ns string, n int, timeout time.Duration) {
 // that its Deployment has no replicas.
 func waitStopped(t *testing.T, ns, name string, reason v1alpha1.StoppedReason) *v1alpha1.Userland {
 	t.Helper()
-	ul := waitPhase(t, ns, name, v1alpha1.PhaseStopped)
+	ul := env.WaitPhase(t, ns, name, v1alpha1.PhaseStopped)
 	if ul.Status.StoppedReason != reason {
 		t.Fatalf("stoppedReason = %q, want %s", ul.Status.StoppedReason, reason)
 	}
@@ -725,7 +716,7 @@ func TestTemplatePortChangeUpdatesTheServiceInPlace(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 	key := client.ObjectKey{Namespace: ns, Name: "u"}
 	var before corev1.Service
 	if err := env.Client.Get(ctx, key, &before); err != nil {
@@ -741,7 +732,7 @@ func TestTemplatePortChangeUpdatesTheServiceInPlace(t *testing.T) {
 		tmpl.Spec.PodTemplate.Spec.Containers[0].Ports[0].ContainerPort = 9090
 	})
 	var after corev1.Service
-	eventually(t, time.Minute, "the Service moved to port 9090", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "the Service moved to port 9090", func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, key, &after); err != nil {
 			return false, err
 		}
@@ -766,7 +757,7 @@ func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing
 	// "old" waits for its template, so its Service can be planted first,
 	// as a controller that still made ClusterIP Services would have left it.
 	create(t, userland(ns, "old", "alice", "t"))
-	waitPhase(t, ns, "old", v1alpha1.PhasePending)
+	env.WaitPhase(t, ns, "old", v1alpha1.PhasePending)
 	old, err := get(t, ctx, ns, "old")
 	if err != nil {
 		t.Fatal(err)
@@ -792,8 +783,8 @@ func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing
 	}
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "taken", "bob", "t"), userland(ns, "dtaken", "carol", "t"))
 
-	waitPhase(t, ns, "old", v1alpha1.PhaseReady)
-	eventually(t, time.Minute, "the legacy Service replaced by a headless one", func(ctx context.Context) (bool, error) {
+	env.WaitPhase(t, ns, "old", v1alpha1.PhaseReady)
+	env.Eventually(t, time.Minute, "the legacy Service replaced by a headless one", func(ctx context.Context) (bool, error) {
 		var svc corev1.Service
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "old"}, &svc)
 		return err == nil && svc.UID != legacy.UID && svc.Spec.ClusterIP == corev1.ClusterIPNone, client.IgnoreNotFound(err)
@@ -824,13 +815,13 @@ func TestFieldsATemplateDropsLeaveTheDeployment(t *testing.T) {
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutImmediate
 	tmpl.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "THEME", Value: "dark"}, {Name: "KEEP", Value: "yes"}}
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	waitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
 
 	updateTemplate(t, ns, "t", func(tmpl *v1alpha1.Template) {
 		tmpl.Spec.PodTemplate.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KEEP", Value: "yes"}}
 	})
 	var dep appsv1.Deployment
-	eventually(t, time.Minute, "THEME removed from the Deployment", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "THEME removed from the Deployment", func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, &dep); err != nil {
 			return false, err
 		}

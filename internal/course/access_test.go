@@ -15,6 +15,7 @@ import (
 // delete; a label alone (set by hand, or by an earlier version's adoption),
 // another course of the same name, or staff's own environment is not.
 func TestWhatStaffReachAndRetirementDeletes(t *testing.T) {
+	t.Parallel()
 	c := &v1alpha1.Course{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db"},
 		Spec: v1alpha1.CourseSpec{
@@ -62,6 +63,7 @@ func TestWhatStaffReachAndRetirementDeletes(t *testing.T) {
 }
 
 func TestIsUserlandClaim(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		meta metav1.ObjectMeta
 		want bool

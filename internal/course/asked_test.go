@@ -11,6 +11,7 @@ import (
 )
 
 func TestWhenTheUserAsked(t *testing.T) {
+	t.Parallel()
 	created := time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC)
 	active := created.Add(time.Hour)
 	restart := created.Add(2 * time.Hour)

@@ -116,13 +116,13 @@ func TestDashboardActionsAreAuthorisedAndCSRFProtected(t *testing.T) {
 		if resp := postAction(t, alice, f, stop("alice"), nil); resp.StatusCode != http.StatusSeeOther || strings.Contains(resp.Header.Get("Location"), "error=") {
 			t.Fatalf("stop: %s %s", resp.Status, resp.Header.Get("Location"))
 		}
-		waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+		env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
 		start := stop("alice")
 		start.Set("action", "start")
 		if resp := postAction(t, alice, f, start, nil); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("start: %s", resp.Status)
 		}
-		waitPhase(t, f.ns, "alice", v1alpha1.PhaseReady)
+		env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseReady)
 	})
 	t.Run("admin acts on anyone's environment", func(t *testing.T) {
 		root := browser(t)
@@ -159,7 +159,7 @@ func TestStaffSuspensionHoldsAgainstTheOwner(t *testing.T) {
 		return postAction(t, c, f, form, nil)
 	}
 	act(root, rootToken, "stop")
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
 
 	alice := browser(t)
 	aliceToken := dashboardToken(t, alice, f, "alice", "alice-pw")
@@ -179,7 +179,7 @@ func TestStaffSuspensionHoldsAgainstTheOwner(t *testing.T) {
 		t.Fatal("alice lifted the administrator's suspension")
 	}
 	act(root, rootToken, "start")
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseReady)
+	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseReady)
 }
 
 // TestIdleWarningOffersKeepRunning: near an idle stop the owner's
@@ -286,7 +286,7 @@ func TestStatusPollsShareEventLists(t *testing.T) {
 	})
 	counter.namespace = f.ns
 	failPod(t, f.ns, "alice", corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull access denied"})
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
+	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
 	c := browser(t)
 	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
 	// The cache shows the failure before the polls start.

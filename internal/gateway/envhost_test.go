@@ -317,7 +317,7 @@ func TestHostsOfLookAlikeAndLongNamesStayApart(t *testing.T) {
 		}
 	}
 	for _, e := range envs {
-		waitPhase(t, e.ns, e.name, v1alpha1.PhaseReady)
+		env.WaitPhase(t, e.ns, e.name, v1alpha1.PhaseReady)
 	}
 	for i, e := range envs {
 		label := naming.HostLabel(e.ns, e.name)

@@ -175,7 +175,7 @@ func setupWith(t *testing.T, options func(*gateway.Options), mutate func(*gatewa
 		}
 	}
 	for _, u := range []string{"alice", "bob"} {
-		waitPhase(t, ns, u, v1alpha1.PhaseReady)
+		env.WaitPhase(t, ns, u, v1alpha1.PhaseReady)
 	}
 
 	// The gateway's side runs under the shipped userland-gateway role only.
@@ -265,20 +265,6 @@ func (f fixture) waitCached(t *testing.T, objs ...client.Object) {
 		if err != nil {
 			t.Fatalf("%T %s never reached the gateway's cache", o, o.GetName())
 		}
-	}
-}
-
-func waitPhase(t *testing.T, ns, name string, phase v1alpha1.Phase) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		var ul v1alpha1.Userland
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul); err != nil {
-			return false, nil
-		}
-		return ul.Status.Phase == phase, nil
-	})
-	if err != nil {
-		t.Fatalf("%s/%s never reached %s", ns, name, phase)
 	}
 }
 
@@ -515,7 +501,7 @@ func stopAliceAsIdle(t *testing.T, f fixture, poke string) v1alpha1.Userland {
 	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
 	return ul
 }
 
@@ -760,7 +746,7 @@ func TestSuspendedEnvironmentIsNotWoken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
 	c := browser(t)
 	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -779,7 +765,7 @@ func TestFailedEnvironmentExplainsAndHeldRequestsTimeOut(t *testing.T) {
 	f := setup(t, func(s *gateway.Server) { s.WakeTimeout = time.Second })
 	ctx := context.Background()
 	failPod(t, f.ns, "alice", corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull access denied"})
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
+	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
 
 	c := browser(t)
 	signIn(t, c, f.gateway.URL, "alice", "alice-pw")

@@ -38,8 +38,8 @@ func TestGitHubRenameDoesNotHandOverEnvironments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitPhase(t, f.ns, "octo", v1alpha1.PhaseReady)
-	waitPhase(t, f.ns, "legacy", v1alpha1.PhaseReady)
+	env.WaitPhase(t, f.ns, "octo", v1alpha1.PhaseReady)
+	env.WaitPhase(t, f.ns, "legacy", v1alpha1.PhaseReady)
 
 	callback := f.gateway.URL + "/oauth2/callback"
 	gh := testenv.StartGitHub(callback, []testenv.GitHubUser{

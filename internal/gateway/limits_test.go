@@ -148,7 +148,7 @@ func TestPerUserCapsRefuseWith429AndRetryAfter(t *testing.T) {
 	// Alice's environment cannot start, so her requests are held; the
 	// second one at once is refused.
 	failPod(t, f.ns, "alice", corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"})
-	waitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
+	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseFailed)
 	// The gateway's cache, not only the API server, must know it failed:
 	// otherwise the first request is proxied rather than held.
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

@@ -33,7 +33,7 @@ func TestOIDCSignInThroughDex(t *testing.T) {
 	if err := env.Client.Create(ctx, ul); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, f.ns, "student", v1alpha1.PhaseReady)
+	env.WaitPhase(t, f.ns, "student", v1alpha1.PhaseReady)
 
 	callback := f.gateway.URL + "/oauth2/callback"
 	dexDir := t.TempDir()
@@ -119,7 +119,7 @@ func TestGitHubSignIn(t *testing.T) {
 	if err := env.Client.Create(ctx, ul); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase(t, f.ns, "octocat", v1alpha1.PhaseReady)
+	env.WaitPhase(t, f.ns, "octocat", v1alpha1.PhaseReady)
 
 	callback := f.gateway.URL + "/oauth2/callback"
 	gh := testenv.StartGitHub(callback, []testenv.GitHubUser{

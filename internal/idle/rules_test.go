@@ -34,6 +34,7 @@ var jupyter = &v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySpec{
 }}
 
 func TestRequestCounts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		spec         *v1alpha1.IdleSpec
@@ -63,6 +64,7 @@ func vscodeMessage(kind byte, body string) wsframe.Message {
 }
 
 func TestMessageCounts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		spec *v1alpha1.IdleSpec
@@ -93,6 +95,7 @@ func TestMessageCounts(t *testing.T) {
 }
 
 func TestValidateNamesTheBadExpression(t *testing.T) {
+	t.Parallel()
 	spec := &v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySpec{WebSocket: &v1alpha1.WebSocketActivitySpec{
 		IgnoreMessages: []string{"ok", "(unclosed"},
 	}}}
@@ -111,6 +114,7 @@ func TestValidateNamesTheBadExpression(t *testing.T) {
 }
 
 func TestCacheCompilesOncePerSpec(t *testing.T) {
+	t.Parallel()
 	var c Cache
 	first, again := c.Get(vscode), c.Get(vscode)
 	if first != again {

@@ -18,6 +18,7 @@ import (
 // reach it through the gateway. No course name may produce a name of the
 // personal scheme.
 func TestAdversaryCourseNameTakesAPersonalName(t *testing.T) {
+	t.Parallel()
 	lab := v1alpha1.TemplateReference{Name: "lab"}
 	personal := map[string]bool{}
 	for _, ref := range []v1alpha1.TemplateReference{{Name: "lab-db"}, lab} {

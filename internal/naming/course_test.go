@@ -13,6 +13,7 @@ import (
 // TestCourseCandidateNames: a course environment is named for the course,
 // never the user's plain names, and every form is a valid Service name.
 func TestCourseCandidateNames(t *testing.T) {
+	t.Parallel()
 	lab := v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: "jupyterlab"}
 	got := CourseCandidateNames("db", "alice@uni.example", lab)
 	if diff := cmp.Diff("alice-jupyterlab--db", got[0]); diff != "" {

@@ -36,6 +36,7 @@ func FuzzNameFor(f *testing.F) {
 }
 
 func TestNameFor(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"alice":                         "alice",
 		"Taro.Yamada@uni.example.ac.jp": "taro-yamada-uni-example-ac-jp-" + NameFor("Taro.Yamada@uni.example.ac.jp")[30:],
@@ -55,6 +56,7 @@ func TestNameFor(t *testing.T) {
 }
 
 func TestReadableNames(t *testing.T) {
+	t.Parallel()
 	lab := v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: "jupyterlab"}
 	cases := []struct{ user, template, want string }{
 		{"alice", "jupyterlab", "alice-jupyterlab"},

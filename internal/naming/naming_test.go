@@ -14,6 +14,7 @@ import (
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func TestHostLabel(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("a", 40)
 	cases := map[string]struct {
 		namespace, name string
@@ -55,6 +56,7 @@ func TestHostLabel(t *testing.T) {
 }
 
 func TestRoutesURL(t *testing.T) {
+	t.Parallel()
 	gw, _ := url.Parse("http://127.0.0.1:8000")
 	r := Routes{GatewayURL: gw, Domain: "localhost"}
 	cases := map[string]struct {

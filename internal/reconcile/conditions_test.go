@@ -13,12 +13,14 @@ import (
 )
 
 func TestTheKstatusTypesAreTheAPIs(t *testing.T) {
+	t.Parallel()
 	if diff := cmp.Diff([]string{v1alpha1.ConditionReconciling, v1alpha1.ConditionStalled}, []string{TypeReconciling, TypeStalled}); diff != "" {
 		t.Errorf("condition types (-want +got):\n%s", diff)
 	}
 }
 
 func TestTruncate(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", MaxMessage+10)
 	// "é" is two bytes: placed so that byte MaxMessage is its second.
 	split := strings.Repeat("x", MaxMessage-1) + "é" + "tail"
@@ -40,6 +42,7 @@ func TestTruncate(t *testing.T) {
 }
 
 func TestConditionsSet(t *testing.T) {
+	t.Parallel()
 	then := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
 	ready := func(status metav1.ConditionStatus, reason string, generation int64, at metav1.Time) metav1.Condition {
@@ -84,6 +87,7 @@ func TestConditionsSet(t *testing.T) {
 // kstatus's conditions are abnormal-true: True while they apply, absent
 // otherwise, and never both.
 func TestConditionsKstatus(t *testing.T) {
+	t.Parallel()
 	then := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Starting", ObservedGeneration: 3, LastTransitionTime: then}

@@ -12,6 +12,7 @@ import (
 )
 
 func TestRun(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	// step records that it ran and returns res and err.
 	step := func(name string, requeue time.Duration, err error) Phase[*[]string] {
@@ -61,6 +62,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestLowestRequeue(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		a, b time.Duration

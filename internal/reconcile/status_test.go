@@ -18,6 +18,7 @@ import (
 // The memo's cases, over Userland statuses: they were the controller's
 // statusMemo tests, which the memo generalizes.
 func TestStatusMemoSkipsOnlyARepeatTheCacheHasNotSeen(t *testing.T) {
+	t.Parallel()
 	at := func(sec int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC)) }
 	starting := func(transition metav1.Time) v1alpha1.UserlandStatus {
 		return v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseStarting, Conditions: []metav1.Condition{{
@@ -73,6 +74,7 @@ func TestStatusMemoSkipsOnlyARepeatTheCacheHasNotSeen(t *testing.T) {
 }
 
 func TestStatusMemoForgetsWhatTheCacheCaughtUpWith(t *testing.T) {
+	t.Parallel()
 	var m memo[v1alpha1.UserlandStatus]
 	ul := &v1alpha1.Userland{}
 	ul.Namespace, ul.Name, ul.ResourceVersion = "ns", "u", "10"
@@ -132,6 +134,7 @@ func (f *patcherFixture) get(t *testing.T) *v1alpha1.Userland {
 }
 
 func TestStatusPatcher(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	withPhase := func(ul *v1alpha1.Userland, p v1alpha1.Phase) *v1alpha1.Userland {
 		ul = ul.DeepCopy()

@@ -10,6 +10,7 @@ import (
 )
 
 func TestAddToCourse(t *testing.T) {
+	t.Parallel()
 	const csv = `user,role
 a@uni.example
 b@uni.example,staff

@@ -8,6 +8,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	dashboardOrder := []string{ColumnUser, ColumnNamespace, ColumnTemplate}
 	pluginOrder := []string{ColumnUser, ColumnTemplate, ColumnNamespace}
 	tests := map[string]struct {

@@ -18,6 +18,7 @@ import (
 // Template first, else the ClusterTemplate; neither is NotFound. The
 // lookup rule is pure, so a fake reader serves it.
 func TestFindByName(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,21 +22,6 @@ var env *testenv.Environment
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.Full}, &env))
-}
-
-// eventually polls cond until it holds or the timeout passes. Pods in the
-// simulated cluster take real (short) time to schedule and become Ready.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := env.Alive(); err != nil {
-			return false, err
-		}
-		return cond(ctx)
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }
 
 func web(ns string) (*appsv1.Deployment, *corev1.Service) {
@@ -76,7 +60,7 @@ func TestDeploymentBecomesAvailableWithReadyPodsAndEndpoints(t *testing.T) {
 		}
 	}
 
-	eventually(t, 2*time.Minute, "deployment available", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 2*time.Minute, "deployment available", func(ctx context.Context) (bool, error) {
 		var got appsv1.Deployment
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dep), &got); err != nil {
 			return false, err
@@ -105,7 +89,7 @@ func TestDeploymentBecomesAvailableWithReadyPodsAndEndpoints(t *testing.T) {
 		}
 	}
 
-	eventually(t, time.Minute, "endpointslice filled", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, "endpointslice filled", func(ctx context.Context) (bool, error) {
 		var slices discoveryv1.EndpointSliceList
 		if err := env.Client.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: "web"}); err != nil {
 			return false, err
@@ -135,7 +119,7 @@ func TestDeletingOwnerGarbageCollectsDependents(t *testing.T) {
 	if err := env.Client.Create(ctx, dep); err != nil {
 		t.Fatalf("creating dependent deployment: %v", err)
 	}
-	eventually(t, 2*time.Minute, "pods created", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 2*time.Minute, "pods created", func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
 		err := env.Client.List(ctx, &pods, client.InNamespace(ns))
 		return len(pods.Items) == 2, err
@@ -144,7 +128,7 @@ func TestDeletingOwnerGarbageCollectsDependents(t *testing.T) {
 	if err := env.Client.Delete(ctx, owner); err != nil {
 		t.Fatalf("deleting owner: %v", err)
 	}
-	eventually(t, 2*time.Minute, "deployment, replicaset and pods collected", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, 2*time.Minute, "deployment, replicaset and pods collected", func(ctx context.Context) (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(dep), &appsv1.Deployment{})
 		if !apierrors.IsNotFound(err) {
 			return false, client.IgnoreNotFound(err)

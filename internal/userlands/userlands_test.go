@@ -44,6 +44,7 @@ func (w *racingWriter) Create(ctx context.Context, obj client.Object, opts ...cl
 // TestCreateChoosesNames covers the name rules with a fake client; the
 // plugin's tests run them against a real API server.
 func TestCreateChoosesNames(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -82,6 +83,7 @@ func TestCreateChoosesNames(t *testing.T) {
 // among them (no adoption); the course's existing one is found under any
 // name; another course's is not the course's.
 func TestCourseEnvironmentsAreTheirOwn(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

@@ -71,6 +71,7 @@ func follow(t *testing.T, stream []byte, prefixLen, step int) ([]got, error) {
 }
 
 func TestReaderReportsMessagesAndControlFrames(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte("x"), 70000)
 	tests := []struct {
 		name      string
@@ -130,6 +131,7 @@ func TestReaderReportsMessagesAndControlFrames(t *testing.T) {
 }
 
 func TestReaderRejectsWhatIsNotFraming(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		stream []byte
@@ -209,6 +211,7 @@ func BenchmarkReader(b *testing.B) {
 // A proxy may insert its own close frame only where a frame ends, whatever
 // the chunks the stream arrives in.
 func TestAtFrameBoundary(t *testing.T) {
+	t.Parallel()
 	text := frame(true, OpText, []byte("hello"), nil)
 	long := frame(true, OpBinary, make([]byte, 300), nil)
 	fragment := frame(false, OpText, []byte("part"), nil)

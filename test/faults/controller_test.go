@@ -341,19 +341,9 @@ func TestLeaderFailoverMidRollout(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for sampleCtx.Err() == nil {
-			var deps appsv1.DeploymentList
-			if err := env.Client.List(sampleCtx, &deps, client.InNamespace(ns)); err == nil {
-				unavailable, up := 0, 0
-				for _, d := range deps.Items {
-					if d.Spec.Template.Spec.Containers[0].Image == "example.org/lab:2" {
-						up++
-					}
-					if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < 1 || d.Status.UpdatedReplicas < 1 {
-						unavailable++
-					}
-				}
+			if seen, err := env.SampleRollout(sampleCtx, ns, "example.org/lab:2"); err == nil {
 				mu.Lock()
-				maxSeen, samples, updated = max(maxSeen, unavailable), samples+1, up
+				maxSeen, samples, updated = max(maxSeen, seen.Unavailable), samples+1, seen.Updated
 				mu.Unlock()
 			}
 			time.Sleep(50 * time.Millisecond)

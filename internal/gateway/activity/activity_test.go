@@ -19,6 +19,7 @@ import (
 // The write-rate logic is pure bookkeeping; a fake client stands in for the
 // API server here (the gateway tests exercise the real one).
 func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -80,6 +81,7 @@ func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
 // Activity that cannot be written (the API server is down) is kept and
 // written by a later flush, not lost.
 func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
+	t.Parallel()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestAllowed(t *testing.T) {
+	t.Parallel()
 	ul := &v1alpha1.Userland{Spec: v1alpha1.UserlandSpec{User: "Taro.Yamada@uni.example.ac.jp"}}
 	policy := Policy{AdminGroups: []string{"platform-admins"}}
 	teaching := map[string]string{InstructorGroupsAnnotation: "cs101-staff, cs101-tas"}

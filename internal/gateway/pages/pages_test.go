@@ -16,6 +16,7 @@ import (
 // stylesheet only if the policy names its exact hash (the browser tests
 // check that it does apply).
 func TestInlineStyleIsAdmittedByItsHash(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	RenderLogin(rec, http.StatusOK, Login{Return: "/x", Error: "<wrong>"})
 	body := rec.Body.String()
@@ -34,6 +35,7 @@ func TestInlineStyleIsAdmittedByItsHash(t *testing.T) {
 }
 
 func TestErrorIsAPageForBrowsersAndTextForScripts(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		headers map[string]string

@@ -8,6 +8,7 @@ import (
 )
 
 func TestAdmits(t *testing.T) {
+	t.Parallel()
 	ap := &v1alpha1.AutoProvisionSpec{Users: []string{"alice"}, Groups: []string{"cs101"}, EmailDomains: []string{"uni.example.ac.jp"}}
 	cases := map[string]struct {
 		ap   *v1alpha1.AutoProvisionSpec

@@ -57,6 +57,7 @@ var vscodeRules = idle.Compile(&v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySp
 }})
 
 func TestOnlyMessagesTheBrowserSendsCount(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name        string
 		rules       *idle.Rules
@@ -141,6 +142,7 @@ func TestOnlyMessagesTheBrowserSendsCount(t *testing.T) {
 }
 
 func TestBackgroundReadsDoNotCount(t *testing.T) {
+	t.Parallel()
 	var activity atomic.Int64
 	rules := idle.Compile(&v1alpha1.IdleSpec{Activity: &v1alpha1.ActivitySpec{IgnorePaths: []string{"/api/kernels"}}})
 	gw := frontWithRules(t, echoServer(t), func(r *http.Request) string { return strings.TrimPrefix(r.URL.EscapedPath(), "/u/cs101/taro") }, &activity, rules)

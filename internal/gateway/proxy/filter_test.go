@@ -10,6 +10,7 @@ import (
 )
 
 func TestDropIdentityHeaders(t *testing.T) {
+	t.Parallel()
 	h := http.Header{}
 	for _, name := range []string{
 		"X-Forwarded-User", "X-Forwarded-Preferred-Username", "X-Forwarded-Access-Token", "X-Auth-Request-User",
@@ -26,6 +27,7 @@ func TestDropIdentityHeaders(t *testing.T) {
 }
 
 func TestStripGatewayCookies(t *testing.T) {
+	t.Parallel()
 	h := http.Header{"Cookie": {"userland_session=s; app=1", "__Host-userland_env=e; userland_handoff=n; _xsrf=2; userland_oauth=o"}}
 	stripGatewayCookies(h)
 	if diff := cmp.Diff([]string{"app=1; _xsrf=2"}, h.Values("Cookie")); diff != "" {
@@ -38,6 +40,7 @@ func TestStripGatewayCookies(t *testing.T) {
 // single sign-on's, to every environment host; none reaches the app, and
 // the app's own cookies do, including look-alikes.
 func TestStripConfiguredCookies(t *testing.T) {
+	t.Parallel()
 	names, err := ParseCookieNames(append(slices.Clone(OAuth2ProxyCookies), "_shibsession_*", "MOD_AUTH_CAS"))
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +92,7 @@ func TestStripCookiesAllocatesNothingWhenNothingIsDropped(t *testing.T) {
 }
 
 func TestFilterResponse(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		setCookies []string
 		cookiePath string

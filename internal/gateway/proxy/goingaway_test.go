@@ -42,6 +42,7 @@ func dialWebSocket(ctx context.Context, t *testing.T, gw *httptest.Server) *webs
 // the app in the browser reconnects rather than seeing a dropped
 // connection.
 func TestCloseWebSocketsSendsGoingAway(t *testing.T) {
+	t.Parallel()
 	p := New(nil)
 	var ended atomic.Int32
 	gw := frontFor(t, p, echoServer(t), &ended)
@@ -72,6 +73,7 @@ func TestCloseWebSocketsSendsGoingAway(t *testing.T) {
 // whole before the close frame: a close frame inside a frame's payload
 // would corrupt the stream.
 func TestCloseWebSocketsWaitsForTheFrameInFlight(t *testing.T) {
+	t.Parallel()
 	payload := strings.Repeat("x", 64<<10)
 	halfSent, finish := make(chan struct{}), make(chan struct{})
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -56,6 +56,7 @@ func frontWithRules(t testing.TB, upstream *httptest.Server, path func(*http.Req
 }
 
 func TestIdentityHeadersAreReplacedAndTheSessionCookieIsDropped(t *testing.T) {
+	t.Parallel()
 	var activity atomic.Int64
 	gw := front(t, echoServer(t), func(r *http.Request) string { return strings.TrimPrefix(r.URL.EscapedPath(), "/u/cs101/taro") }, &activity)
 	req, _ := http.NewRequest(http.MethodGet, gw.URL+"/u/cs101/taro/lab/a%2Fb", nil)
@@ -96,6 +97,7 @@ func TestIdentityHeadersAreReplacedAndTheSessionCookieIsDropped(t *testing.T) {
 }
 
 func TestStreamingResponsesAreNotBuffered(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -140,6 +142,7 @@ func TestStreamingResponsesAreNotBuffered(t *testing.T) {
 }
 
 func TestWebSocketsAreProxiedAndCountAsActivity(t *testing.T) {
+	t.Parallel()
 	var activity atomic.Int64
 	gw := front(t, echoServer(t), func(*http.Request) string { return "/ws" }, &activity)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -172,6 +175,7 @@ func TestWebSocketsAreProxiedAndCountAsActivity(t *testing.T) {
 }
 
 func TestClusterDNS(t *testing.T) {
+	t.Parallel()
 	got, _ := ClusterDNS{}.Resolve("cs101", "taro", 8080)
 	if got != "taro.cs101.svc.cluster.local:8080" {
 		t.Errorf("got %q", got)
@@ -179,6 +183,7 @@ func TestClusterDNS(t *testing.T) {
 }
 
 func TestLargeUploadsStreamThrough(t *testing.T) {
+	t.Parallel()
 	var received atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
@@ -206,6 +211,7 @@ func (zeros) Read(p []byte) (int, error) {
 }
 
 func TestHTTP2ClientsAreServed(t *testing.T) {
+	t.Parallel()
 	up := echoServer(t)
 	p := New(nil)
 	gw := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -276,6 +282,7 @@ func upgradeFront(t *testing.T, upstream *httptest.Server, activity *atomic.Int6
 }
 
 func TestUpgradedConnectionsCarryEarlyBytesBothWaysAndReportTheirEnd(t *testing.T) {
+	t.Parallel()
 	var user atomic.Value
 	var activity atomic.Int64
 	done := make(chan struct{}, 1)
@@ -334,6 +341,7 @@ func TestUpgradedConnectionsCarryEarlyBytesBothWaysAndReportTheirEnd(t *testing.
 }
 
 func TestUpgradesTheEnvironmentRefusesAreRelayed(t *testing.T) {
+	t.Parallel()
 	var user atomic.Value
 	var activity atomic.Int64
 	done := make(chan struct{}, 1)
@@ -358,6 +366,7 @@ func TestUpgradesTheEnvironmentRefusesAreRelayed(t *testing.T) {
 }
 
 func TestUpgradesToAnUnreachableEnvironmentGet502(t *testing.T) {
+	t.Parallel()
 	addr, err := simcluster.FreeAddr() // nothing listens there
 	if err != nil {
 		t.Fatal(err)

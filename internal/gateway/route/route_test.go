@@ -9,6 +9,7 @@ import (
 )
 
 func TestFromPath(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		path string
 		want Target
@@ -47,6 +48,7 @@ func TestFromPath(t *testing.T) {
 }
 
 func TestLabelFromHost(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		host string
 		want string

@@ -23,6 +23,7 @@ func redeem(t *testing.T, s *Store, host, token string, cookies ...*http.Cookie)
 }
 
 func TestHandoffIsBoundToHostBrowserAndTime(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
 	s, err := NewStore([]Key{testKey("a")}, time.Hour, true, clock)

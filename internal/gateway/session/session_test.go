@@ -42,6 +42,7 @@ func request(c *http.Cookie) *http.Request {
 }
 
 func TestRoundTripAndCookieFlags(t *testing.T) {
+	t.Parallel()
 	clock := &fakeNow{time.Unix(1_800_000_000, 0)}
 	s, err := NewStore([]Key{key(1)}, 8*time.Hour, true, clock.now)
 	if err != nil {
@@ -68,6 +69,7 @@ func TestRoundTripAndCookieFlags(t *testing.T) {
 }
 
 func TestRejectedSessions(t *testing.T) {
+	t.Parallel()
 	clock := &fakeNow{time.Unix(1_800_000_000, 0)}
 	s, _ := NewStore([]Key{key(1)}, time.Hour, true, clock.now)
 	other, _ := NewStore([]Key{key(7)}, time.Hour, true, clock.now)
@@ -110,6 +112,7 @@ func TestRejectedSessions(t *testing.T) {
 }
 
 func TestKeyRotation(t *testing.T) {
+	t.Parallel()
 	clock := &fakeNow{time.Unix(1_800_000_000, 0)}
 	old, _ := NewStore([]Key{key(1)}, time.Hour, true, clock.now)
 	rotated, _ := NewStore([]Key{key(3), key(1)}, time.Hour, true, clock.now)
@@ -129,6 +132,7 @@ func TestKeyRotation(t *testing.T) {
 }
 
 func TestKeySizesAreChecked(t *testing.T) {
+	t.Parallel()
 	if _, err := NewStore([]Key{{Hash: []byte("short"), Block: bytes.Repeat([]byte{1}, 32)}}, time.Hour, true, nil); err == nil {
 		t.Error("a 5-byte hash key was accepted")
 	}
@@ -138,6 +142,7 @@ func TestKeySizesAreChecked(t *testing.T) {
 }
 
 func TestCSRFTokenIsBoundToTheSession(t *testing.T) {
+	t.Parallel()
 	key := func(b byte) Key { return Key{Hash: bytes.Repeat([]byte{b}, 32), Block: bytes.Repeat([]byte{b}, 32)} }
 	old, err := NewStore([]Key{key(1)}, time.Hour, true, nil)
 	if err != nil {
@@ -198,6 +203,7 @@ func mustStore(t *testing.T, k Key) *Store {
 // host, or a page with a longer Path): the request is signed out rather
 // than signed in as whichever copy comes first.
 func TestTwoSessionCookiesAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, secure := range []bool{true, false} {
 		clock := &fakeNow{time.Unix(1_800_000_000, 0)}
 		s, err := NewStore([]Key{key(1)}, 8*time.Hour, secure, clock.now)
