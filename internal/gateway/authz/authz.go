@@ -89,28 +89,110 @@ func (p Policy) Check(ctx context.Context, r client.Reader, id session.Identity,
 	if err := r.Get(ctx, key, &ul); err != nil {
 		return nil, ""
 	}
-	// Owners and admins need nothing of the namespace: its read (the
-	// instructor annotation) is skipped on the request path's common case.
-	if reason := p.Allowed(id, &ul, nil); reason != "" {
-		return &ul, reason
-	}
-	// Course staff reach only what their course made for its students: a
-	// course's label alone (an environment adopted by an earlier version)
-	// or a staff member's own environment is not enough.
-	if name := ul.Labels[v1alpha1.LabelCourse]; name != "" {
-		var c v1alpha1.Course
-		if err := r.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, &c); err == nil &&
-			course.IsStaff(&c, id.Member()) && course.StaffMayReach(&c, &ul) {
-			return &ul, CourseStaff
-		}
-	}
-	var ns corev1.Namespace
-	if err := r.Get(ctx, types.NamespacedName{Name: key.Namespace}, &ns); err != nil {
-		return nil, ""
-	}
-	reason := p.Allowed(id, &ul, ns.Annotations)
+	reason := p.decide(ctx, id, &ul, direct{r})
 	if reason == "" {
 		return nil, ""
 	}
 	return &ul, reason
+}
+
+// decide composes the rule, in its order of precedence: the owner and
+// admins (nothing else read, the request path's common case), then staff
+// of the course that made the environment for one of its students, then
+// the namespace's instructors. Course staff reach only what their course
+// made for its students: a course's label alone (an environment adopted
+// by an earlier version) or a staff member's own environment is not
+// enough (course.StaffMayReach).
+func (p Policy) decide(ctx context.Context, id session.Identity, ul *v1alpha1.Userland, look lookups) Reason {
+	if reason := p.Allowed(id, ul, nil); reason != "" {
+		return reason
+	}
+	if name := ul.Labels[v1alpha1.LabelCourse]; name != "" {
+		if c := look.course(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: name}); c != nil &&
+			course.IsStaff(c, id.Member()) && course.StaffMayReach(c, ul) {
+			return CourseStaff
+		}
+	}
+	annotations, ok := look.namespaceAnnotations(ctx, ul.Namespace)
+	if !ok {
+		return ""
+	}
+	return p.Allowed(id, ul, annotations)
+}
+
+// lookups are what decide reads besides the identity and the Userland; a
+// failed read is nil or not ok, and denies.
+type lookups interface {
+	course(ctx context.Context, key types.NamespacedName) *v1alpha1.Course
+	namespaceAnnotations(ctx context.Context, name string) (map[string]string, bool)
+}
+
+// direct reads each lookup when asked: one decision.
+type direct struct{ r client.Reader }
+
+func (d direct) course(ctx context.Context, key types.NamespacedName) *v1alpha1.Course {
+	var c v1alpha1.Course
+	if err := d.r.Get(ctx, key, &c); err != nil {
+		return nil
+	}
+	return &c
+}
+
+func (d direct) namespaceAnnotations(ctx context.Context, name string) (map[string]string, bool) {
+	var ns corev1.Namespace
+	if err := d.r.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
+		return nil, false
+	}
+	return ns.Annotations, true
+}
+
+// Batch decides, for one person within one request, access to many
+// environments (the dashboard's lists, a course's page): the rule of Check,
+// with each namespace and course read once however many environments
+// share it.
+type Batch struct {
+	policy Policy
+	id     session.Identity
+	look   *memo
+}
+
+// NewBatch starts a batch of decisions for id, reading through r.
+func (p Policy) NewBatch(r client.Reader, id session.Identity) *Batch {
+	return &Batch{policy: p, id: id, look: &memo{direct: direct{r},
+		courses: map[types.NamespacedName]*v1alpha1.Course{}, namespaces: map[string]namespaceEntry{}}}
+}
+
+// Reason is why the batch's person may reach ul; empty when they may not.
+func (b *Batch) Reason(ctx context.Context, ul *v1alpha1.Userland) Reason {
+	return b.policy.decide(ctx, b.id, ul, b.look)
+}
+
+// memo remembers direct's answers for one batch.
+type memo struct {
+	direct     direct
+	courses    map[types.NamespacedName]*v1alpha1.Course
+	namespaces map[string]namespaceEntry
+}
+
+type namespaceEntry struct {
+	annotations map[string]string
+	ok          bool
+}
+
+func (m *memo) course(ctx context.Context, key types.NamespacedName) *v1alpha1.Course {
+	c, seen := m.courses[key]
+	if !seen {
+		c = m.direct.course(ctx, key)
+		m.courses[key] = c
+	}
+	return c
+}
+
+func (m *memo) namespaceAnnotations(ctx context.Context, name string) (map[string]string, bool) {
+	e, seen := m.namespaces[name]
+	if !seen {
+		e.annotations, e.ok = m.direct.namespaceAnnotations(ctx, name)
+		m.namespaces[name] = e
+	}
+	return e.annotations, e.ok
 }

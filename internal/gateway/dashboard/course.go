@@ -19,7 +19,6 @@ import (
 	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/auth"
-	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/roster"
@@ -128,9 +127,10 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 		return
 	}
 	byUser := map[string]*CourseMember{}
+	decide := d.Policy.NewBatch(d.Reader, id)
 	for i := range items {
 		ul := &items[i]
-		reason := d.courseRowAccess(id, c, ul)
+		reason := decide.Reason(ctx, ul)
 		if reason == "" {
 			// Carrying the course's label does not make an environment
 			// the course's: staff learn nothing of one they cannot reach.
@@ -217,21 +217,6 @@ func courseTitle(c *v1alpha1.Course) string {
 		return c.Spec.DisplayName
 	}
 	return c.Name
-}
-
-// courseRowAccess is why id may act on ul from c's page: their own, an
-// admin's, or one c made for a current student (course.StaffMayReach);
-// empty for anything else that carries the course's label.
-func (d *Dashboard) courseRowAccess(id session.Identity, c *v1alpha1.Course, ul *v1alpha1.Userland) authz.Reason {
-	switch {
-	case ul.Spec.User == id.User:
-		return authz.Owner
-	case d.Policy.IsAdmin(id):
-		return authz.Admin
-	case course.StaffMayReach(c, ul):
-		return authz.CourseStaff
-	}
-	return ""
 }
 
 // actOnCourse starts, stops or restarts every environment the course made

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/access"
@@ -16,35 +14,6 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/templates"
 )
-
-// courseStaff remembers, for one listing, the courses id is staff of (nil
-// for a course id is not staff of, or that does not exist).
-type courseStaff map[types.NamespacedName]*v1alpha1.Course
-
-// of reports whether id may see ul as staff: staff of the course ul was
-// made for, and ul one the course made for a current student
-// (course.StaffMayReach, the rule authz.Check applies too). Labelled
-// environments the course did not make and other staff's environments are
-// not listed, so staff do not learn they exist.
-func (m *courseStaff) of(ctx context.Context, r client.Reader, id session.Identity, ul *v1alpha1.Userland) bool {
-	name := ul.Labels[v1alpha1.LabelCourse]
-	if name == "" {
-		return false
-	}
-	key := types.NamespacedName{Namespace: ul.Namespace, Name: name}
-	if *m == nil {
-		*m = courseStaff{}
-	}
-	c, ok := (*m)[key]
-	if !ok {
-		var got v1alpha1.Course
-		if r.Get(ctx, key, &got) == nil && course.IsStaff(&got, id.Member()) {
-			c = &got
-		}
-		(*m)[key] = c
-	}
-	return c != nil && course.StaffMayReach(c, ul)
-}
 
 // staffedCourses are the courses id is staff of.
 func (d *Dashboard) staffedCourses(ctx context.Context, id session.Identity) []v1alpha1.Course {

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -104,23 +103,11 @@ func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(
 	if err := d.Reader.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing userlands: %w", err)
 	}
-	annotations := map[string]map[string]string{}
-	var staff courseStaff
+	decide := d.Policy.NewBatch(d.Reader, id)
 	var rows []Row
 	for i := range list.Items {
 		ul := &list.Items[i]
-		ann, ok := annotations[ul.Namespace]
-		if !ok {
-			var ns corev1.Namespace
-			if err := d.Reader.Get(ctx, types.NamespacedName{Name: ul.Namespace}, &ns); err == nil {
-				ann = ns.Annotations
-			}
-			annotations[ul.Namespace] = ann
-		}
-		access := d.Policy.Allowed(id, ul, ann)
-		if access == "" && staff.of(ctx, d.Reader, id, ul) {
-			access = authz.CourseStaff
-		}
+		access := decide.Reason(ctx, ul)
 		if access != "" && keep(access, ul) {
 			rows = append(rows, rowOf(ul, access))
 		}
