@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -69,18 +70,14 @@ func (s *Server) serveEnvHost(w http.ResponseWriter, r *http.Request, label stri
 	}
 	key, found := s.userlandForLabel(r.Context(), label)
 	var id session.Identity
-	var err error
-	switch {
-	case s.Header != nil:
-		if id, err = s.Header.Identity(r); err != nil {
-			s.Metrics.signinFailed("untrusted_header")
-			pages.Error(w, r, http.StatusUnauthorized, "not authenticated")
-			return
-		}
-	case found:
-		id, err = s.Sessions.LoadEnv(r, session.EnvTarget{Namespace: key.Namespace, Name: key.Name})
-	default:
-		err = session.ErrNoSession
+	err := session.ErrNoSession
+	if a := s.authenticator(); found || !a.SignsIn() {
+		id, err = a.Identify(r, &session.EnvTarget{Namespace: key.Namespace, Name: key.Name})
+	}
+	if errors.Is(err, errUntrusted) {
+		s.Metrics.signinFailed("untrusted_header")
+		pages.Error(w, r, http.StatusUnauthorized, "not authenticated")
+		return
 	}
 	if err != nil {
 		// Whether the host names an environment is not revealed before
@@ -114,7 +111,7 @@ func (s *Server) startHandoff(w http.ResponseWriter, r *http.Request) {
 // handoff, on the main host, checks that the signed-in user may reach the
 // environment host asked for and sends the browser there with a token.
 func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
-	if s.BaseDomain == "" || s.Header != nil {
+	if s.BaseDomain == "" || !s.authenticator().SignsIn() {
 		pages.NotFound(w, r)
 		return
 	}

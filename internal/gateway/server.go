@@ -306,7 +306,7 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	}
 	// Trusted-header mode has no sign-in step: the home page is where a
 	// user first arrives.
-	if s.Header != nil && r.URL.Path == "/" {
+	if !s.authenticator().SignsIn() && r.URL.Path == "/" {
 		s.provision(r.Context(), id)
 	}
 	if s.Dashboard == nil {

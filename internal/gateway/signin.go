@@ -20,22 +20,16 @@ import (
 // identity returns who is asking, or writes the response that makes them
 // sign in.
 func (s *Server) identity(w http.ResponseWriter, r *http.Request) (session.Identity, bool) {
-	if s.Header != nil {
-		id, err := s.Header.Identity(r)
-		if err != nil {
-			s.Metrics.signinFailed("untrusted_header")
-			pages.Error(w, r, http.StatusUnauthorized, "not authenticated")
-			return session.Identity{}, false
-		}
+	id, err := s.authenticator().Identify(r, nil)
+	switch {
+	case err == nil:
 		return id, true
-	}
-	id, err := s.Sessions.Load(r)
-	if err == nil {
-		return id, true
-	}
-	if isNavigation(r) {
+	case errors.Is(err, errUntrusted):
+		s.Metrics.signinFailed("untrusted_header")
+		pages.Error(w, r, http.StatusUnauthorized, "not authenticated")
+	case isNavigation(r):
 		http.Redirect(w, r, "/login?rd="+url.QueryEscape(r.URL.RequestURI()), http.StatusFound)
-	} else {
+	default:
 		pages.Error(w, r, http.StatusUnauthorized, "not signed in")
 	}
 	return session.Identity{}, false
