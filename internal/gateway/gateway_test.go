@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	testingclock "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,22 +54,27 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.Options{Mode: testenv.Full}, &env))
 }
 
-var started = false
+var startOnce sync.Once
 
+// startController starts the package's one controller, on first use: the
+// gateway's tests need its wakes and starts, not a controller of their
+// own. It stops with the environment.
 func startController(t *testing.T) {
 	t.Helper()
-	if started {
-		return
-	}
-	started = true
-	mgr, err := controller.NewManager(env.Config, controller.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, GatewaySelector: "app=gw", GatewayNamespace: "userland-system",
-		Clock: clock, Registry: prometheus.NewRegistry(), RolloutIdleAfter: time.Hour,
+	var err error
+	startOnce.Do(func() {
+		var mgr ctrl.Manager
+		mgr, err = controller.NewManager(env.Config, controller.Options{
+			MetricsAddr: "0", ProbeAddr: "0", Workers: 4, GatewaySelector: "app=gw", GatewayNamespace: "userland-system",
+			Clock: clock, Registry: prometheus.NewRegistry(), RolloutIdleAfter: time.Hour,
+		})
+		if err == nil {
+			env.RunManager(mgr)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = mgr.Start(context.Background()) }()
 }
 
 // upstreamPosts counts POSTs that reached any test upstream, and

@@ -42,6 +42,7 @@ type Options = simcluster.Options
 // Environment is a running simulated cluster with the tests' helpers.
 type Environment struct {
 	*simcluster.Cluster
+	managers managers
 }
 
 // Start brings up a cluster per opts, defaulting the binaries (built from
