@@ -132,8 +132,10 @@ verify: ## Fail if generated files are stale, then vet and lint.
 		git status --porcelain -- api config docs charts; git --no-pager diff -- api config docs charts | head -50; exit 1; \
 	fi
 	# The import rules (dependencies point downwards, rule packages are
-	# leaves, shipped binaries link no test code); make test runs them too.
-	go test -count=1 ./test/deps/
+	# leaves, shipped binaries link no test code) and the docs' links (every
+	# relative link and anchor resolves inside the repository); make test runs
+	# them too.
+	go test -count=1 ./test/deps/ ./test/docs/
 	go vet ./...
 	go vet -tags faults ./test/faults/
 	$(MAKE) lint

@@ -37,7 +37,7 @@ func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "use
 
 const namespace = "userland-system"
 
-// documented are the values combinations the README documents.
+// documented are the values combinations docs/install.md documents.
 var documented = map[string]map[string]any{
 	"default": {"url": "https://userland.example.edu"},
 	"cert-manager": {

@@ -250,7 +250,7 @@ func TestHostileEnvironmentOnItsOwnOrigin(t *testing.T) {
 }
 
 // TestHostileEnvironmentOnAPath: path routing shares the dashboard's
-// origin, so the guarantees are narrower and stated in the README. Opened
+// origin, so the guarantees are narrower and stated in docs/concepts/routing-and-origins.md. Opened
 // by its own user, the page still cannot reach another user's environment,
 // widen a service worker or plant a session; opened by an administrator,
 // it can read the dashboard as them, which is why environment hosts are
@@ -271,7 +271,7 @@ func TestHostileEnvironmentOnAPath(t *testing.T) {
 		hits.Store(0)
 		results := runHostilePage(t, ctx, mallory, v1alpha1.RoutingPath)
 		if r := results["readVictim"]; !strings.HasPrefix(r, "read: 200") || hits.Load() == 0 {
-			t.Errorf("readVictim %q, %d requests: if path routing now isolates, update the README's Routing and origins", r, hits.Load())
+			t.Errorf("readVictim %q, %d requests: if path routing now isolates, update docs/concepts/routing-and-origins.md", r, hits.Load())
 		}
 	})
 }

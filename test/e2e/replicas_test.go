@@ -33,7 +33,7 @@ import (
 // TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation signs in
 // through Dex in Chromium on environment hosts, with two gateway replicas
 // behind one address and no sticky sessions, and rotates the session keys
-// the way the README says, replica by replica, while the user works.
+// the way docs/operations.md says, replica by replica, while the user works.
 func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 	const email, password = "dana@uni.example.ac.jp", "correct horse battery"
 	ctx := context.Background()

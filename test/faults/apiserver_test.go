@@ -47,7 +47,7 @@ func startGateway(t *testing.T) string {
 	return base
 }
 
-// newKey is a session key as the README says to make one.
+// newKey is a session key as docs/install.md says to make one.
 func newKey() string {
 	key := make([]byte, 64)
 	_, _ = rand.Read(key)

@@ -217,7 +217,7 @@ func TestThreeGatewayReplicas(t *testing.T) {
 		t.Fatalf("dave's sign-in after the rotation: %v %v", resp, err)
 	}
 
-	// Removing K1 (the README says: one session TTL later) signs out what
+	// Removing K1 (docs/operations.md says: one session TTL later) signs out what
 	// K1 signed — both of alice's sessions, from before the rotation — and
 	// nothing else: dave's, signed with K2, stays.
 	roll(false, k2)

@@ -20,7 +20,7 @@ import (
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
-// TestQuickStartFromACleanClone follows the README's quick start exactly:
+// TestQuickStartFromACleanClone follows the quick start (README.md, docs/getting-started.md) exactly:
 // `make dev` in a fresh clone (the control-plane cache present, as after
 // any first run), then the dashboard at http://127.0.0.1:8000 and alice's
 // sign-in with password "userland". It prints how long the dashboard took
@@ -67,7 +67,7 @@ func TestQuickStartFromACleanClone(t *testing.T) {
 		}
 	}()
 
-	// Ready means what the README promises: alice signs in with
+	// Ready means what the quick start promises: alice signs in with
 	// "userland" and sees her environments, VS Code among them.
 	alice := browser()
 	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 15*time.Minute, true, func(context.Context) (bool, error) {
