@@ -2,11 +2,11 @@ package controller
 
 import (
 	"fmt"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/reconcile"
 )
 
@@ -71,17 +71,7 @@ func readiness(s *reconcileState, err error) (metav1.ConditionStatus, string, st
 }
 
 // courseStopMessage says in plain words why a course keeps an environment
-// stopped.
+// stopped (describe.CourseStop).
 func courseStopMessage(s *reconcileState) string {
-	c := s.course
-	switch s.stopReason {
-	case v1alpha1.StoppedQueued:
-		return fmt.Sprintf("waiting for one of the %d places of course %s: number %d in line", *c.Spec.Limits.MaxRunning, c.Name, s.ul.Status.QueuePosition)
-	case v1alpha1.StoppedBeforeTerm:
-		return fmt.Sprintf("course %s starts at %s", c.Name, c.Spec.Term.Start.UTC().Format(time.RFC3339))
-	case v1alpha1.StoppedTermEnded:
-		return fmt.Sprintf("course %s ended at %s", c.Name, c.Spec.Term.End.UTC().Format(time.RFC3339))
-	default:
-		return fmt.Sprintf("%s is no longer on the roster of course %s", s.ul.Spec.User, c.Name)
-	}
+	return describe.CourseStop(s.course, s.stopReason, s.ul.Status.QueuePosition, s.ul.Spec.User)
 }

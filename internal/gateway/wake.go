@@ -2,19 +2,15 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 
 	"net/http"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
-	"github.com/userland-dev/userland/internal/gateway/dashboard"
+	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -67,7 +63,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
 	}
-	if why := courseHold(ul); why != "" {
+	if why := describe.CourseHold(ul); why != "" {
 		// The course, not traffic, decides: waking would change nothing.
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
@@ -174,76 +170,14 @@ func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int
 	}
 	message := final
 	if message == "" {
-		if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil && ul.Status.Phase == v1alpha1.PhaseFailed {
-			message = c.Message
-		}
-		if ul.Status.Phase == v1alpha1.PhaseStopped && (ul.Status.StoppedReason == v1alpha1.StoppedIdle || ul.Status.StoppedReason == v1alpha1.StoppedNotStarted) {
-			message = idleStoppedMessage(ul, s.now())
-		}
-		if ul.Status.StoppedReason == v1alpha1.StoppedQueued {
-			message = queuedMessage(ul)
-		}
-	}
-	if message == "" && phase == string(v1alpha1.PhaseStarting) {
-		message = startingMessage(ul)
+		message = describe.Waiting(ul, s.now())
 	}
 	pages.RenderProgress(w, code, pages.Progress{
 		Frame:       pages.Frame{Home: s.dashboardURL()},
-		Environment: dashboard.Title(ul), Owner: ul.Spec.User,
+		Environment: describe.Title(ul), Owner: ul.Spec.User,
 		Phase: phase, Message: message, Final: final != "",
 		Failed: ul.Status.Phase == v1alpha1.PhaseFailed,
 	})
-}
-
-// startingMessage is the controller's own word on a start in progress,
-// when it has one.
-func startingMessage(ul *v1alpha1.Userland) string {
-	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue {
-		return c.Message
-	}
-	return ""
-}
-
-// courseHold is why a course keeps the environment stopped whatever its
-// user does, in plain words, or "".
-func courseHold(ul *v1alpha1.Userland) string {
-	if ul.Status.Phase != v1alpha1.PhaseStopped {
-		return ""
-	}
-	detail := ""
-	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-		detail = " (" + c.Message + ")"
-	}
-	switch ul.Status.StoppedReason {
-	case v1alpha1.StoppedBeforeTerm:
-		return "Your course has not started yet" + detail + ". The environment can be started from then on."
-	case v1alpha1.StoppedTermEnded:
-		return "Your course has ended" + detail + ", so its environments are stopped. Ask your instructor if you need your files."
-	case v1alpha1.StoppedUnenrolled:
-		return "You are no longer on this course's roster, so its environment stays stopped. Ask your instructor if this is a mistake."
-	}
-	return ""
-}
-
-// queuedMessage tells a student waiting for a place their place in line.
-func queuedMessage(ul *v1alpha1.Userland) string {
-	return fmt.Sprintf("Your course allows only so many environments running at once, and all are in use. "+
-		"You are number %d in line; this page starts yours as soon as a place is free.", ul.Status.QueuePosition)
-}
-
-// idleStoppedMessage tells a user coming back why they wait.
-func idleStoppedMessage(ul *v1alpha1.Userland, now time.Time) string {
-	if ul.Status.LastActivityTime == nil && ul.Labels[v1alpha1.LabelCourse] != "" {
-		// A course makes its environments ahead of their first use.
-		return "It is starting for the first time."
-	}
-	since := ""
-	if t := ul.Status.LastActivityTime; t != nil {
-		since = " since " + now.Sub(t.Time).Round(time.Minute).String() + " ago"
-		since = strings.Replace(since, "m0s", "m", 1)
-	}
-	return "It was stopped because nobody had used it" + since + ", to free the cluster for others. " +
-		"It is starting again now; your files were kept."
 }
 
 // dashboardURL is the dashboard's address: on an environment host "/" is the

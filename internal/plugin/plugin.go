@@ -28,6 +28,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/roster"
 	"github.com/userland-dev/userland/internal/userlands"
 )
@@ -125,19 +126,6 @@ func lastActivity(ul *v1alpha1.Userland, now time.Time) string {
 	return out
 }
 
-func phase(ul *v1alpha1.Userland) string {
-	if ul.Status.Phase == "" {
-		return string(v1alpha1.PhasePending)
-	}
-	if ul.Status.StoppedReason == v1alpha1.StoppedQueued && ul.Status.QueuePosition > 0 {
-		return fmt.Sprintf("%s (Queued, %d in line)", ul.Status.Phase, ul.Status.QueuePosition)
-	}
-	if ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason != "" {
-		return fmt.Sprintf("%s (%s)", ul.Status.Phase, ul.Status.StoppedReason)
-	}
-	return string(ul.Status.Phase)
-}
-
 // printList writes Userlands as a table, or JSON/YAML.
 func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 	sortUserlands(list.Items)
@@ -168,7 +156,7 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 		if display == "" {
 			display = "<pending>" // the controller has not resolved the template yet
 		}
-		row := []string{ul.Name, display, ul.Spec.User, ul.Spec.TemplateRef.Name, phase(ul), url, lastActivity(ul, now)}
+		row := []string{ul.Name, display, ul.Spec.User, ul.Spec.TemplateRef.Name, describe.Column(ul), url, lastActivity(ul, now)}
 		if o.allNamespaces {
 			row = append([]string{ul.Namespace}, row...)
 		}
@@ -441,7 +429,7 @@ func (o *options) openCommand() *cobra.Command {
 				return err
 			}
 			if ul.Status.URL == "" {
-				return fmt.Errorf("userland %s has no URL yet (phase %s)", ul.Name, phase(ul))
+				return fmt.Errorf("userland %s has no URL yet (phase %s)", ul.Name, describe.Column(ul))
 			}
 			_, _ = fmt.Fprintln(o.io.Out, ul.Status.URL)
 			if o.opener != nil {

@@ -16,10 +16,11 @@ import (
 const module = "github.com/userland-dev/userland"
 
 // leaves are the packages that each hold one rule (naming, template
-// lookup, the access rule, course membership, user actions, …). They may
+// lookup, the access rule, course membership, user actions, how an
+// environment is described to a person, …). They may
 // use the API types and each other, never the components that call them.
 var leaves = []string{
-	"internal/access", "internal/actions", "internal/apilimits", "internal/course", "internal/idle",
+	"internal/access", "internal/actions", "internal/apilimits", "internal/course", "internal/describe", "internal/idle",
 	"internal/naming", "internal/reconcile", "internal/roster", "internal/templates", "internal/userlands",
 	"internal/version", "internal/wsframe",
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
@@ -104,7 +105,7 @@ func (d *Dashboard) keepRunning(ctx context.Context, id session.Identity, key ty
 	if err := d.KeepRunning(ctx, key); err != nil {
 		return "", fmt.Errorf("keeping %s running: %w", key, err)
 	}
-	return fmt.Sprintf("%s keeps running.", Title(ul)), nil
+	return fmt.Sprintf("%s keeps running.", describe.Title(ul)), nil
 }
 
 // create provisions one of the user's own environments from a template

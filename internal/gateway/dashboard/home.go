@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,10 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/provision"
@@ -46,55 +45,23 @@ type Row struct {
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
+	d := describe.Environment(ul)
 	row := Row{
 		Namespace: ul.Namespace, Name: ul.Name, User: ul.Spec.User, Template: ul.Spec.TemplateRef.Name,
-		TemplateKind: ul.Spec.TemplateRef.Kind, Title: Title(ul),
-		Phase: string(ul.Status.Phase), URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: ul.Status.QueuePosition,
+		TemplateKind: ul.Spec.TemplateRef.Kind, Title: describe.Title(ul),
+		Phase: d.Phase, Message: d.Message, Running: d.Running, IdleStopAt: d.IdleStopAt,
+		URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: ul.Status.QueuePosition,
 	}
 	row.Label = row.Title
 	if access != authz.Owner {
 		row.Label = ul.Spec.User + "'s " + row.Title
-	}
-	if row.Phase == "" {
-		row.Phase = string(v1alpha1.PhasePending)
 	}
 	if ul.Status.LastActivityTime != nil {
 		t := ul.Status.LastActivityTime.Time
 		row.LastActivity = &t
 		row.LastActivitySource = ul.Status.LastActivitySource
 	}
-	if ul.Status.IdleStopTime != nil && ul.Status.Phase != v1alpha1.PhaseStopped {
-		t := ul.Status.IdleStopTime.Time
-		row.IdleStopAt = &t
-	}
-	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil {
-		row.Message = c.Message
-	}
-	if ul.Status.Phase == v1alpha1.PhaseStopped {
-		switch ul.Status.StoppedReason {
-		case v1alpha1.StoppedIdle:
-			row.Message = "stopped because nobody used it; opening it starts it again"
-		case v1alpha1.StoppedNotStarted:
-			row.Message = "not started yet; opening it starts it"
-		case v1alpha1.StoppedQueued, v1alpha1.StoppedBeforeTerm, v1alpha1.StoppedTermEnded, v1alpha1.StoppedUnenrolled:
-			// A course holds it: the reason is the phase shown, and the
-			// controller's words (the place in line, the term's dates)
-			// the message.
-			row.Phase = string(ul.Status.StoppedReason)
-		default:
-			row.Message = "stopped"
-		}
-	}
-	// A queued environment has asked to run: Stop (leave the line) is
-	// what makes sense, not Start, which would only move it back in line.
-	row.Running = !ul.Spec.Suspend && (ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason == v1alpha1.StoppedQueued)
 	return row
-}
-
-// Title is what people call an environment: its template's display name
-// (the controller copies it into status), else the template's name.
-func Title(ul *v1alpha1.Userland) string {
-	return cmp.Or(ul.Status.DisplayName, ul.Spec.TemplateRef.Name)
 }
 
 // visible lists the environments id may reach, keeping those keep admits.
