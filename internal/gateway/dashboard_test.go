@@ -116,7 +116,7 @@ func TestDashboardActionsAreAuthorisedAndCSRFProtected(t *testing.T) {
 		if resp := postAction(t, alice, f, stop("alice"), nil); resp.StatusCode != http.StatusSeeOther || strings.Contains(resp.Header.Get("Location"), "error=") {
 			t.Fatalf("stop: %s %s", resp.Status, resp.Header.Get("Location"))
 		}
-		env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+		f.waitPhase(t, "alice", v1alpha1.PhaseStopped)
 		start := stop("alice")
 		start.Set("action", "start")
 		if resp := postAction(t, alice, f, start, nil); resp.StatusCode != http.StatusSeeOther {
@@ -159,7 +159,7 @@ func TestStaffSuspensionHoldsAgainstTheOwner(t *testing.T) {
 		return postAction(t, c, f, form, nil)
 	}
 	act(root, rootToken, "stop")
-	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	f.waitPhase(t, "alice", v1alpha1.PhaseStopped)
 
 	alice := browser(t)
 	aliceToken := dashboardToken(t, alice, f, "alice", "alice-pw")

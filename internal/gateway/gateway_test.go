@@ -508,8 +508,22 @@ func stopAliceAsIdle(t *testing.T, f fixture, poke string) v1alpha1.Userland {
 	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
 		t.Fatal(err)
 	}
-	env.WaitPhase(t, f.ns, "alice", v1alpha1.PhaseStopped)
+	f.waitPhase(t, "alice", v1alpha1.PhaseStopped)
 	return ul
+}
+
+// waitPhase waits until the Userland reports phase, in the API server and
+// then in the gateway's cache. The gateway decides from its cache, which
+// follows the API server a moment later: a request before it sees a stop
+// is proxied as to a running environment, and wakes nothing.
+func (f fixture) waitPhase(t *testing.T, name string, phase v1alpha1.Phase) {
+	t.Helper()
+	env.WaitPhase(t, f.ns, name, phase)
+	env.Eventually(t, 10*time.Second, fmt.Sprintf("the gateway's cache sees %s %s", name, phase), func(ctx context.Context) (bool, error) {
+		var cached v1alpha1.Userland
+		err := f.server.Reader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &cached)
+		return err == nil && cached.Status.Phase == phase, err
+	})
 }
 
 func TestStoppedEnvironmentIsWokenByARequest(t *testing.T) {
