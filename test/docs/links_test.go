@@ -123,9 +123,8 @@ func broken(root, file, text, target string) string {
 		return ""
 	}
 	path, anchor, _ := strings.Cut(target, "#")
-	resolved := filepath.Join(root, file)
 	if path != "" {
-		resolved = filepath.Join(root, filepath.Dir(file), path)
+		resolved := filepath.Join(root, filepath.Dir(file), path)
 		rel, err := filepath.Rel(root, resolved)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 			return "points outside the repository"
