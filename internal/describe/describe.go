@@ -10,52 +10,41 @@ package describe
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
 
-// Description is an environment's state as a person is told it.
-type Description struct {
-	// Title is what people call it (see Title).
-	Title string
-	// Phase is the phase the dashboard shows: Pending before the
-	// controller's first word, and the course's reason (Queued,
-	// BeforeTerm, TermEnded, Unenrolled) while a course holds it stopped.
-	Phase string
-	// Message says why, in plain words, beside Phase.
-	Message string
-	// Column is the kubectl plugin's PHASE column: the phase, with why it
-	// is stopped ("Stopped (Idle)") or its place in line ("Stopped
-	// (Queued, 3 in line)").
-	Column string
-	// Running is what the viewer may do: Stop when it has been asked to
-	// run, Start when not. A queued environment has asked: Stop leaves the
-	// line; Start would only move it back in line.
-	Running bool
-	// IdleStopAt is set while an idle stop is near and the environment
-	// still runs, so a warning and "Keep running" make sense.
-	IdleStopAt *time.Time
-	// QueuePosition is its place in its course's queue (1 is next), set
-	// while it is stopped as Queued; the course page orders its line by it.
-	QueuePosition int32
-	// Progress is what the progress page tells someone who opened it.
-	Progress Progress
+// Title is what people call an environment: its template's display name
+// (the controller copies it into status), else the template's name.
+func Title(ul *v1alpha1.Userland) string {
+	return cmp.Or(ul.Status.DisplayName, ul.Spec.TemplateRef.Name)
 }
 
-// Describe tells ul's state at now (the progress page says how long ago
-// an idle environment was last used).
-func Describe(ul *v1alpha1.Userland, now time.Time) Description {
-	d := Description{
-		Title:         Title(ul),
-		Phase:         cmp.Or(string(ul.Status.Phase), string(v1alpha1.PhasePending)),
-		Column:        column(ul),
-		Running:       !ul.Spec.Suspend && (ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason == v1alpha1.StoppedQueued),
-		QueuePosition: ul.Status.QueuePosition,
-		Progress:      progress(ul, now),
-	}
+// Description is an environment's state as a person is told it.
+type Description struct {
+	// Phase is the phase shown: Pending before the controller's first
+	// word, and the course's reason (Queued, BeforeTerm, TermEnded,
+	// Unenrolled) while a course holds it stopped.
+	Phase string
+	// Message says why, in plain words.
+	Message string
+	// Running is whether it has been asked to run, so Stop is what the
+	// viewer may do, not Start. A queued environment has asked: Stop
+	// leaves the line; Start would only move it back in line.
+	Running bool
+	// IdleStopAt is set while an idle stop is near.
+	IdleStopAt *time.Time
+}
+
+// Environment describes ul for its rows on the dashboard and the course
+// page.
+func Environment(ul *v1alpha1.Userland) Description {
+	d := Description{Phase: cmp.Or(string(ul.Status.Phase), string(v1alpha1.PhasePending))}
 	if ul.Status.IdleStopTime != nil && ul.Status.Phase != v1alpha1.PhaseStopped {
 		t := ul.Status.IdleStopTime.Time
 		d.IdleStopAt = &t
@@ -78,19 +67,14 @@ func Describe(ul *v1alpha1.Userland, now time.Time) Description {
 			d.Message = "stopped"
 		}
 	}
+	d.Running = !ul.Spec.Suspend && (ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason == v1alpha1.StoppedQueued)
 	return d
 }
 
-// Title is what people call an environment: its template's display name
-// (the controller copies it into status), else the template's name. The
-// generated object name is never shown.
-func Title(ul *v1alpha1.Userland) string {
-	return cmp.Or(ul.Status.DisplayName, ul.Spec.TemplateRef.Name)
-}
-
-// column is Description.Column. kubectl users see the API's phase, so
-// the course's reason stays in brackets rather than replacing it.
-func column(ul *v1alpha1.Userland) string {
+// Column is the kubectl plugin's PHASE column: the phase, with why it is
+// stopped ("Stopped (Idle)") or its place in line ("Stopped (Queued, 3 in
+// line)").
+func Column(ul *v1alpha1.Userland) string {
 	if ul.Status.Phase == "" {
 		return string(v1alpha1.PhasePending)
 	}
@@ -101,4 +85,89 @@ func column(ul *v1alpha1.Userland) string {
 		return fmt.Sprintf("%s (%s)", ul.Status.Phase, ul.Status.StoppedReason)
 	}
 	return string(ul.Status.Phase)
+}
+
+// Waiting is what the progress page tells someone waiting for ul to
+// start, at now: why it failed, why it was stopped, their place in line,
+// or the controller's word on the start; "" when there is nothing to say.
+func Waiting(ul *v1alpha1.Userland, now time.Time) string {
+	var message string
+	ready := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady)
+	if ready != nil && ul.Status.Phase == v1alpha1.PhaseFailed {
+		message = ready.Message
+	}
+	if ul.Status.Phase == v1alpha1.PhaseStopped && (ul.Status.StoppedReason == v1alpha1.StoppedIdle || ul.Status.StoppedReason == v1alpha1.StoppedNotStarted) {
+		message = idleStopped(ul, now)
+	}
+	if ul.Status.StoppedReason == v1alpha1.StoppedQueued {
+		message = queued(ul)
+	}
+	starting := ul.Status.Phase == "" || ul.Status.Phase == v1alpha1.PhaseStopped || ul.Status.Phase == v1alpha1.PhaseStarting
+	if message == "" && starting && ready != nil && ready.Status != metav1.ConditionTrue {
+		// The controller's own word on a start in progress.
+		message = ready.Message
+	}
+	return message
+}
+
+// queued tells a student waiting for a place their place in line.
+func queued(ul *v1alpha1.Userland) string {
+	return fmt.Sprintf("Your course allows only so many environments running at once, and all are in use. "+
+		"You are number %d in line; this page starts yours as soon as a place is free.", ul.Status.QueuePosition)
+}
+
+// idleStopped tells a user coming back why they wait.
+func idleStopped(ul *v1alpha1.Userland, now time.Time) string {
+	if ul.Status.LastActivityTime == nil && ul.Labels[v1alpha1.LabelCourse] != "" {
+		// A course makes its environments ahead of their first use.
+		return "It is starting for the first time."
+	}
+	since := ""
+	if t := ul.Status.LastActivityTime; t != nil {
+		since = " since " + now.Sub(t.Time).Round(time.Minute).String() + " ago"
+		since = strings.Replace(since, "m0s", "m", 1)
+	}
+	return "It was stopped because nobody had used it" + since + ", to free the cluster for others. " +
+		"It is starting again now; your files were kept."
+}
+
+// CourseHold is why a course keeps ul stopped whatever its user does, in
+// plain words for them, or "" when no course does.
+func CourseHold(ul *v1alpha1.Userland) string {
+	if ul.Status.Phase != v1alpha1.PhaseStopped {
+		return ""
+	}
+	detail := ""
+	if c := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		detail = " (" + c.Message + ")"
+	}
+	switch ul.Status.StoppedReason {
+	case v1alpha1.StoppedBeforeTerm:
+		return "Your course has not started yet" + detail + ". The environment can be started from then on."
+	case v1alpha1.StoppedTermEnded:
+		return "Your course has ended" + detail + ", so its environments are stopped. Ask your instructor if you need your files."
+	case v1alpha1.StoppedUnenrolled:
+		return "You are no longer on this course's roster, so its environment stays stopped. Ask your instructor if this is a mistake."
+	}
+	return ""
+}
+
+// CourseStop is the controller's Ready message for an environment of
+// user that course c keeps stopped for reason (at place position in its
+// queue).
+func CourseStop(c *v1alpha1.Course, reason v1alpha1.StoppedReason, position int32, user string) string {
+	switch reason {
+	case v1alpha1.StoppedQueued:
+		places := int32(0)
+		if c.Spec.Limits.MaxRunning != nil {
+			places = *c.Spec.Limits.MaxRunning
+		}
+		return fmt.Sprintf("waiting for one of the %d places of course %s: number %d in line", places, c.Name, position)
+	case v1alpha1.StoppedBeforeTerm:
+		return fmt.Sprintf("course %s starts at %s", c.Name, c.Spec.Term.Start.UTC().Format(time.RFC3339))
+	case v1alpha1.StoppedTermEnded:
+		return fmt.Sprintf("course %s ended at %s", c.Name, c.Spec.Term.End.UTC().Format(time.RFC3339))
+	default:
+		return fmt.Sprintf("%s is no longer on the roster of course %s", user, c.Name)
+	}
 }

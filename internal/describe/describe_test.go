@@ -11,10 +11,16 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
 
-// TestDescribe tells every phase and stopped reason once, at an injected
-// now, with the words the dashboard, the plugin and the progress page
-// showed before they shared them: a change here is a change people see.
-func TestDescribe(t *testing.T) {
+// told is everything a person is told of one environment, from each place
+// that tells it.
+type told struct {
+	Environment Description
+	Column      string
+	Waiting     string
+	CourseHold  string
+}
+
+func TestEveryStateIsToldOnce(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 10, 5, 10, 0, 0, 0, time.UTC)
 	soon := now.Add(3 * time.Minute)
@@ -37,96 +43,74 @@ func TestDescribe(t *testing.T) {
 	suspended := func(ul *v1alpha1.Userland) { ul.Spec.Suspend = true }
 	warned := func(ul *v1alpha1.Userland) { ul.Status.IdleStopTime = &metav1.Time{Time: soon} }
 	readyTrue := func(ul *v1alpha1.Userland) { ul.Status.Conditions[0].Status = metav1.ConditionTrue }
-	named := func(ul *v1alpha1.Userland) { ul.Status.DisplayName = "VS Code" }
 
 	for _, tc := range []struct {
 		name string
 		ul   *v1alpha1.Userland
-		want Description
+		want told
 	}{{
 		name: "new: nothing from the controller yet",
 		ul:   env("", "", ""),
-		want: Description{Title: "vscode", Phase: "Pending", Column: "Pending", Running: true,
-			Progress: Progress{Phase: "Starting", HeldPhase: "Starting"}},
+		want: told{Environment: Description{Phase: "Pending", Running: true}, Column: "Pending"},
 	}, {
 		name: "starting: the controller's word",
-		ul:   env(v1alpha1.PhaseStarting, "", "pulling the image", named),
-		want: Description{Title: "VS Code", Phase: "Starting", Message: "pulling the image", Column: "Starting", Running: true,
-			Progress: Progress{Phase: "Starting", HeldPhase: "Starting", Message: "pulling the image"}},
+		ul:   env(v1alpha1.PhaseStarting, "", "pulling the image"),
+		want: told{Environment: Description{Phase: "Starting", Message: "pulling the image", Running: true},
+			Column: "Starting", Waiting: "pulling the image"},
 	}, {
 		name: "ready, an idle stop near",
 		ul:   env(v1alpha1.PhaseReady, "", "ready", readyTrue, warned),
-		want: Description{Title: "vscode", Phase: "Ready", Message: "ready", Column: "Ready", Running: true, IdleStopAt: &soon,
-			Progress: Progress{Phase: "Ready", HeldPhase: "Ready"}},
+		want: told{Environment: Description{Phase: "Ready", Message: "ready", Running: true, IdleStopAt: &soon}, Column: "Ready"},
 	}, {
 		name: "failed",
 		ul:   env(v1alpha1.PhaseFailed, "", "ImagePullBackOff: no such image"),
-		want: Description{Title: "vscode", Phase: "Failed", Message: "ImagePullBackOff: no such image", Column: "Failed", Running: true,
-			Progress: Progress{Phase: "Failed", HeldPhase: "Failed", Message: "ImagePullBackOff: no such image", Failed: true}},
+		want: told{Environment: Description{Phase: "Failed", Message: "ImagePullBackOff: no such image", Running: true},
+			Column: "Failed", Waiting: "ImagePullBackOff: no such image"},
 	}, {
-		name: "idle: no warning once stopped",
+		name: "idle",
 		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedIdle, "stopped after no activity", activeAgo(90*time.Minute), warned),
-		want: Description{Title: "vscode", Phase: "Stopped", Message: "stopped because nobody used it; opening it starts it again", Column: "Stopped (Idle)",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped",
-				Message: "It was stopped because nobody had used it since 1h30m ago, to free the cluster for others. It is starting again now; your files were kept."}},
-	}, {
-		name: "idle, never used",
-		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedIdle, "stopped after no activity"),
-		want: Description{Title: "vscode", Phase: "Stopped", Message: "stopped because nobody used it; opening it starts it again", Column: "Stopped (Idle)",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped",
-				Message: "It was stopped because nobody had used it, to free the cluster for others. It is starting again now; your files were kept."}},
+		want: told{Environment: Description{Phase: "Stopped", Message: "stopped because nobody used it; opening it starts it again"},
+			Column:  "Stopped (Idle)",
+			Waiting: "It was stopped because nobody had used it since 1h30m ago, to free the cluster for others. It is starting again now; your files were kept."},
 	}, {
 		name: "made by a course, never opened",
 		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedNotStarted, "not started yet", ofCourse),
-		want: Description{Title: "vscode", Phase: "Stopped", Message: "not started yet; opening it starts it", Column: "Stopped (NotStarted)",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped", Message: "It is starting for the first time."}},
+		want: told{Environment: Description{Phase: "Stopped", Message: "not started yet; opening it starts it"},
+			Column: "Stopped (NotStarted)", Waiting: "It is starting for the first time."},
 	}, {
 		name: "queued, third",
 		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedQueued, "waiting for one of the 2 places of course cs101: number 3 in line", ofCourse, third),
-		want: Description{Title: "vscode", Phase: "Queued", Message: "waiting for one of the 2 places of course cs101: number 3 in line",
-			Column: "Stopped (Queued, 3 in line)", Running: true, QueuePosition: 3,
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped",
-				Message: "Your course allows only so many environments running at once, and all are in use. You are number 3 in line; this page starts yours as soon as a place is free."}},
-	}, {
-		name: "queued, then stopped by its user: Start, not Stop",
-		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedQueued, "waiting for one of the 2 places of course cs101: number 3 in line", ofCourse, third, suspended),
-		want: Description{Title: "vscode", Phase: "Queued", Message: "waiting for one of the 2 places of course cs101: number 3 in line",
-			Column: "Stopped (Queued, 3 in line)", QueuePosition: 3,
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped",
-				Message: "Your course allows only so many environments running at once, and all are in use. You are number 3 in line; this page starts yours as soon as a place is free."}},
+		want: told{Environment: Description{Phase: "Queued", Message: "waiting for one of the 2 places of course cs101: number 3 in line", Running: true},
+			Column:  "Stopped (Queued, 3 in line)",
+			Waiting: "Your course allows only so many environments running at once, and all are in use. You are number 3 in line; this page starts yours as soon as a place is free."},
 	}, {
 		name: "before the term",
 		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedBeforeTerm, "course cs101 starts at 2026-10-12T08:00:00Z", ofCourse),
-		want: Description{Title: "vscode", Phase: "BeforeTerm", Message: "course cs101 starts at 2026-10-12T08:00:00Z", Column: "Stopped (BeforeTerm)",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped", Message: "course cs101 starts at 2026-10-12T08:00:00Z",
-				Hold: "Your course has not started yet (course cs101 starts at 2026-10-12T08:00:00Z). The environment can be started from then on."}},
+		want: told{Environment: Description{Phase: "BeforeTerm", Message: "course cs101 starts at 2026-10-12T08:00:00Z"},
+			Column: "Stopped (BeforeTerm)", Waiting: "course cs101 starts at 2026-10-12T08:00:00Z",
+			CourseHold: "Your course has not started yet (course cs101 starts at 2026-10-12T08:00:00Z). The environment can be started from then on."},
 	}, {
 		name: "the term ended",
 		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedTermEnded, "course cs101 ended at 2026-09-01T00:00:00Z", ofCourse),
-		want: Description{Title: "vscode", Phase: "TermEnded", Message: "course cs101 ended at 2026-09-01T00:00:00Z", Column: "Stopped (TermEnded)",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped", Message: "course cs101 ended at 2026-09-01T00:00:00Z",
-				Hold: "Your course has ended (course cs101 ended at 2026-09-01T00:00:00Z), so its environments are stopped. Ask your instructor if you need your files."}},
+		want: told{Environment: Description{Phase: "TermEnded", Message: "course cs101 ended at 2026-09-01T00:00:00Z"},
+			Column: "Stopped (TermEnded)", Waiting: "course cs101 ended at 2026-09-01T00:00:00Z",
+			CourseHold: "Your course has ended (course cs101 ended at 2026-09-01T00:00:00Z), so its environments are stopped. Ask your instructor if you need your files."},
 	}, {
 		name: "off the roster",
 		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedUnenrolled, "alice is no longer on the roster of course cs101", ofCourse),
-		want: Description{Title: "vscode", Phase: "Unenrolled", Message: "alice is no longer on the roster of course cs101", Column: "Stopped (Unenrolled)",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped", Message: "alice is no longer on the roster of course cs101",
-				Hold: "You are no longer on this course's roster, so its environment stays stopped. Ask your instructor if this is a mistake."}},
+		want: told{Environment: Description{Phase: "Unenrolled", Message: "alice is no longer on the roster of course cs101"},
+			Column: "Stopped (Unenrolled)", Waiting: "alice is no longer on the roster of course cs101",
+			CourseHold: "You are no longer on this course's roster, so its environment stays stopped. Ask your instructor if this is a mistake."},
 	}, {
 		name: "suspended",
 		ul:   env(v1alpha1.PhaseStopped, v1alpha1.StoppedSuspended, "suspended (spec.suspend is true)", suspended),
-		want: Description{Title: "vscode", Phase: "Stopped", Message: "stopped", Column: "Stopped (Suspended)",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped", Message: "suspended (spec.suspend is true)"}},
-	}, {
-		name: "stopped, the reason not yet written",
-		ul:   env(v1alpha1.PhaseStopped, "", ""),
-		want: Description{Title: "vscode", Phase: "Stopped", Message: "stopped", Column: "Stopped",
-			Progress: Progress{Phase: "Starting", HeldPhase: "Stopped"}},
+		want: told{Environment: Description{Phase: "Stopped", Message: "stopped"},
+			Column: "Stopped (Suspended)", Waiting: "suspended (spec.suspend is true)"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			if diff := cmp.Diff(tc.want, Describe(tc.ul, now)); diff != "" {
-				t.Errorf("Describe (-want +got):\n%s", diff)
+			got := told{Environment: Environment(tc.ul), Column: Column(tc.ul), Waiting: Waiting(tc.ul, now), CourseHold: CourseHold(tc.ul)}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -150,17 +134,14 @@ func TestCourseStop(t *testing.T) {
 	c.Spec.Term.Start = metav1.NewTime(time.Date(2026, 9, 1, 8, 0, 0, 0, time.UTC))
 	c.Spec.Term.End = metav1.NewTime(time.Date(2027, 1, 31, 18, 0, 0, 0, time.UTC))
 	c.Spec.Limits.MaxRunning = ptr.To[int32](40)
-	want := map[v1alpha1.StoppedReason]string{
+	for reason, want := range map[v1alpha1.StoppedReason]string{
 		v1alpha1.StoppedQueued:     "waiting for one of the 40 places of course cs101: number 7 in line",
 		v1alpha1.StoppedBeforeTerm: "course cs101 starts at 2026-09-01T08:00:00Z",
 		v1alpha1.StoppedTermEnded:  "course cs101 ended at 2027-01-31T18:00:00Z",
 		v1alpha1.StoppedUnenrolled: "alice is no longer on the roster of course cs101",
-	}
-	got := map[v1alpha1.StoppedReason]string{}
-	for reason := range want {
-		got[reason] = CourseStop(c, reason, 7, "alice")
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("CourseStop (-want +got):\n%s", diff)
+	} {
+		if got := CourseStop(c, reason, 7, "alice"); got != want {
+			t.Errorf("%s: %q, want %q", reason, got, want)
+		}
 	}
 }

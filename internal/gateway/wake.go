@@ -63,7 +63,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
 	}
-	if why := describe.Describe(ul, s.now()).Progress.Hold; why != "" {
+	if why := describe.CourseHold(ul); why != "" {
 		// The course, not traffic, decides: waking would change nothing.
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
@@ -163,19 +163,20 @@ func (s *Server) awaitReady(ctx context.Context, key types.NamespacedName, timeo
 	}
 }
 
-// progress answers with the progress page: what ul's description tells
-// someone waiting for it, or, when final is set, why nothing will start
-// it (final), under the phase it has.
 func (s *Server) progress(w http.ResponseWriter, ul *v1alpha1.Userland, code int, final string) {
-	d := describe.Describe(ul, s.now())
-	phase, message := d.Progress.Phase, d.Progress.Message
-	if final != "" {
-		phase, message = d.Progress.HeldPhase, final
+	phase := string(ul.Status.Phase)
+	if phase == "" || phase == string(v1alpha1.PhaseStopped) && final == "" {
+		phase = "Starting"
+	}
+	message := final
+	if message == "" {
+		message = describe.Waiting(ul, s.now())
 	}
 	pages.RenderProgress(w, code, pages.Progress{
 		Frame:       pages.Frame{Home: s.dashboardURL()},
-		Environment: d.Title, Owner: ul.Spec.User,
-		Phase: phase, Message: message, Final: final != "", Failed: d.Progress.Failed,
+		Environment: describe.Title(ul), Owner: ul.Spec.User,
+		Phase: phase, Message: message, Final: final != "",
+		Failed: ul.Status.Phase == v1alpha1.PhaseFailed,
 	})
 }
 

@@ -161,8 +161,7 @@ func (o *options) printCourseStatus(c *v1alpha1.Course, items []v1alpha1.Userlan
 		ul := &items[i]
 		seen[ul.Spec.User] = true
 		role := cmp.Or(string(course.RoleOf(c, ul)), "unenrolled")
-		d := describe.Describe(ul, now)
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", ul.Spec.User, role, ul.Name, ul.Spec.TemplateRef.Name, d.Column, lastActivity(ul, d, now))
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", ul.Spec.User, role, ul.Name, ul.Spec.TemplateRef.Name, describe.Column(ul), lastActivity(ul, now))
 	}
 	for _, u := range c.Spec.Students.Users {
 		if !seen[u] {

@@ -110,10 +110,9 @@ func sortUserlands(items []v1alpha1.Userland) {
 	})
 }
 
-// lastActivity is the LAST USED column: when and how the environment was
-// last used, e.g. "4m10s ago (WebSocket)", and, from its description, when
-// an idle stop is near.
-func lastActivity(ul *v1alpha1.Userland, d describe.Description, now time.Time) string {
+// lastActivity says when and how the environment was last used, e.g.
+// "4m10s ago (WebSocket)", and when an idle stop is near.
+func lastActivity(ul *v1alpha1.Userland, now time.Time) string {
 	if ul.Status.LastActivityTime == nil {
 		return "<none>"
 	}
@@ -121,7 +120,7 @@ func lastActivity(ul *v1alpha1.Userland, d describe.Description, now time.Time) 
 	if src := ul.Status.LastActivitySource; src != "" {
 		out += " (" + string(src) + ")"
 	}
-	if t := d.IdleStopAt; t != nil {
+	if t := ul.Status.IdleStopTime; t != nil && ul.Status.Phase != v1alpha1.PhaseStopped {
 		out += ", idle stop in " + t.Sub(now).Round(time.Second).String()
 	}
 	return out
@@ -157,8 +156,7 @@ func (o *options) printList(list *v1alpha1.UserlandList, output string) error {
 		if display == "" {
 			display = "<pending>" // the controller has not resolved the template yet
 		}
-		d := describe.Describe(ul, now)
-		row := []string{ul.Name, display, ul.Spec.User, ul.Spec.TemplateRef.Name, d.Column, url, lastActivity(ul, d, now)}
+		row := []string{ul.Name, display, ul.Spec.User, ul.Spec.TemplateRef.Name, describe.Column(ul), url, lastActivity(ul, now)}
 		if o.allNamespaces {
 			row = append([]string{ul.Namespace}, row...)
 		}
@@ -431,7 +429,7 @@ func (o *options) openCommand() *cobra.Command {
 				return err
 			}
 			if ul.Status.URL == "" {
-				return fmt.Errorf("userland %s has no URL yet (phase %s)", ul.Name, describe.Describe(ul, o.now()).Column)
+				return fmt.Errorf("userland %s has no URL yet (phase %s)", ul.Name, describe.Column(ul))
 			}
 			_, _ = fmt.Fprintln(o.io.Out, ul.Status.URL)
 			if o.opener != nil {

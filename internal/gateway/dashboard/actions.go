@@ -92,7 +92,7 @@ func (d *Dashboard) act(ctx context.Context, id session.Identity, key types.Name
 		return "", fmt.Errorf("%s %s: %w", verb, key, err)
 	}
 	done := map[string]string{"start": "starting", "stop": "stopping", "restart": "restarting", "apply": "applying the update to"}[verb]
-	return fmt.Sprintf("%s %s.", capitalise(done), d.rowOf(ul, access).Label), nil
+	return fmt.Sprintf("%s %s.", capitalise(done), rowOf(ul, access).Label), nil
 }
 
 // keepRunning answers an idle warning: it counts as use, so the stop

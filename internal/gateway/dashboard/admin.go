@@ -57,7 +57,7 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 	now := d.now()
 	var all []Row
 	rows, err := d.visible(ctx, id, func(_ authz.Reason, ul *v1alpha1.Userland) bool {
-		all = append(all, d.rowOf(ul, ""))
+		all = append(all, rowOf(ul, ""))
 		return f.keep(ul, now)
 	})
 	if err != nil {

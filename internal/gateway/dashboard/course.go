@@ -141,7 +141,7 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 			m = &CourseMember{User: ul.Spec.User, Role: course.RoleOf(c, ul)}
 			byUser[ul.Spec.User] = m
 		}
-		m.Rows = append(m.Rows, d.rowOf(ul, reason))
+		m.Rows = append(m.Rows, rowOf(ul, reason))
 	}
 	for _, u := range c.Spec.Students.Users {
 		if byUser[u] == nil {

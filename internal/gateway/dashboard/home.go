@@ -44,15 +44,13 @@ type Row struct {
 	QueuePosition int32
 }
 
-// rowOf is ul as access lets the viewer see it; its state is told as
-// describe tells it everywhere.
-func (d *Dashboard) rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
-	told := describe.Describe(ul, d.now())
+func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
+	d := describe.Environment(ul)
 	row := Row{
 		Namespace: ul.Namespace, Name: ul.Name, User: ul.Spec.User, Template: ul.Spec.TemplateRef.Name,
-		TemplateKind: ul.Spec.TemplateRef.Kind, Title: told.Title,
-		Phase: told.Phase, Message: told.Message, Running: told.Running, IdleStopAt: told.IdleStopAt,
-		URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: told.QueuePosition,
+		TemplateKind: ul.Spec.TemplateRef.Kind, Title: describe.Title(ul),
+		Phase: d.Phase, Message: d.Message, Running: d.Running, IdleStopAt: d.IdleStopAt,
+		URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: ul.Status.QueuePosition,
 	}
 	row.Label = row.Title
 	if access != authz.Owner {
@@ -78,7 +76,7 @@ func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(
 		ul := &list.Items[i]
 		access := decide.Reason(ctx, ul)
 		if access != "" && keep(access, ul) {
-			rows = append(rows, d.rowOf(ul, access))
+			rows = append(rows, rowOf(ul, access))
 		}
 	}
 	slices.SortFunc(rows, func(a, b Row) int {
