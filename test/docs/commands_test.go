@@ -22,12 +22,7 @@ var (
 // makeTargets are the make targets a Markdown text tells people to run.
 func makeTargets(text string) []string {
 	var out []string
-	fenced := false
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			fenced = !fenced
-			continue
-		}
+	eachLine(text, func(_ int, line string, fenced bool) {
 		pattern := makeInline
 		if fenced {
 			pattern = makeCommand
@@ -35,7 +30,7 @@ func makeTargets(text string) []string {
 		for _, m := range pattern.FindAllStringSubmatch(line, -1) {
 			out = append(out, m[1])
 		}
-	}
+	})
 	return out
 }
 

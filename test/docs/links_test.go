@@ -24,23 +24,32 @@ type link struct {
 
 var linkPattern = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 
-// links are the Markdown links and images of text, outside fenced code
-// blocks and inline code.
-func links(text string) []link {
-	var out []link
+// eachLine calls visit with each line of a Markdown text (numbered from
+// 1) and whether it is inside a fenced code block; the fence lines
+// themselves are skipped.
+func eachLine(text string, visit func(n int, line string, fenced bool)) {
 	fenced := false
 	for i, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
 			fenced = !fenced
 			continue
 		}
+		visit(i+1, line, fenced)
+	}
+}
+
+// links are the Markdown links and images of text, outside fenced code
+// blocks and inline code.
+func links(text string) []link {
+	var out []link
+	eachLine(text, func(n int, line string, fenced bool) {
 		if fenced {
-			continue
+			return
 		}
 		for _, m := range linkPattern.FindAllStringSubmatch(stripCode(line), -1) {
-			out = append(out, link{Line: i + 1, Target: m[1]})
+			out = append(out, link{Line: n, Target: m[1]})
 		}
-	}
+	})
 	return out
 }
 
@@ -71,15 +80,11 @@ func slug(heading string) string {
 // anchors are the slugs of a Markdown file's headings.
 func anchors(text string) map[string]bool {
 	out := map[string]bool{}
-	fenced := false
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			fenced = !fenced
-		}
+	eachLine(text, func(_ int, line string, fenced bool) {
 		if !fenced && strings.HasPrefix(line, "#") {
 			out[slug(strings.TrimLeft(line, "#"))] = true
 		}
-	}
+	})
 	return out
 }
 
