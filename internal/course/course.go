@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/identity"
 )
 
 // Role is what a user is to a course.
@@ -32,16 +33,10 @@ const (
 	BasisStaffGroup    = "staff-group:"
 )
 
-// Member is an identity as the gateway knows it at sign-in.
-type Member struct {
-	User, Email string
-	Groups      []string
-}
-
 // Match says whether m is on c's roster, in which role, and by which
 // entry. Staff wins over student: an assistant who is also in the
 // students' group gets staff access.
-func Match(c *v1alpha1.Course, m Member) (Role, string) {
+func Match(c *v1alpha1.Course, m identity.Identity) (Role, string) {
 	if m.User == "" {
 		return None, ""
 	}
@@ -98,7 +93,7 @@ func RoleOf(c *v1alpha1.Course, ul *v1alpha1.Userland) Role {
 }
 
 // IsStaff reports whether m is staff of c.
-func IsStaff(c *v1alpha1.Course, m Member) bool {
+func IsStaff(c *v1alpha1.Course, m identity.Identity) bool {
 	role, _ := Match(c, m)
 	return role == Staff
 }

@@ -72,7 +72,7 @@ func (s *Server) serveEnvHost(w http.ResponseWriter, r *http.Request, label stri
 	var id session.Identity
 	err := session.ErrNoSession
 	if a := s.authenticator(); found || !a.SignsIn() {
-		id, err = a.Identify(r, &session.EnvTarget{Namespace: key.Namespace, Name: key.Name})
+		id, err = a.Identify(r, &key)
 	}
 	if errors.Is(err, errUntrusted) {
 		s.Metrics.signinFailed("untrusted_header")
@@ -93,7 +93,7 @@ func (s *Server) serveEnvHost(w http.ResponseWriter, r *http.Request, label stri
 		pages.NotFound(w, r)
 		return
 	}
-	s.serveEnvironment(w, r, id, route.Target{Namespace: key.Namespace, Name: key.Name}, false)
+	s.serveEnvironment(w, r, id, route.Target{NamespacedName: key}, false)
 }
 
 // startHandoff sets the nonce cookie and sends the browser to the main
@@ -140,7 +140,7 @@ func (s *Server) handoff(w http.ResponseWriter, r *http.Request) {
 		pages.NotFound(w, r)
 		return
 	}
-	token, err := s.Sessions.IssueHandoff(id, expires, session.EnvTarget{Namespace: key.Namespace, Name: key.Name}, host, nonce)
+	token, err := s.Sessions.IssueHandoff(id, expires, key, host, nonce)
 	if err != nil {
 		pages.Error(w, r, http.StatusInternalServerError, "could not sign in to the environment")
 		return

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -16,7 +18,7 @@ type Authenticator interface {
 	// request to an environment host is for, nil on the main host: an
 	// environment host's session cookie is good for that environment
 	// only.
-	Identify(r *http.Request, env *session.EnvTarget) (session.Identity, error)
+	Identify(r *http.Request, env *types.NamespacedName) (session.Identity, error)
 	// SignsIn reports whether people sign in at the gateway (static
 	// users, OpenID Connect, GitHub) and then carry a session cookie.
 	// False when a trusted proxy in front asserts every request's
@@ -32,7 +34,7 @@ var errUntrusted = errors.New("identity headers not from the trusted proxy")
 // proxy's headers.
 type headerAuthenticator struct{ header *auth.TrustedHeader }
 
-func (a headerAuthenticator) Identify(r *http.Request, _ *session.EnvTarget) (session.Identity, error) {
+func (a headerAuthenticator) Identify(r *http.Request, _ *types.NamespacedName) (session.Identity, error) {
 	id, err := a.header.Identity(r)
 	if err != nil {
 		return session.Identity{}, fmt.Errorf("%w: %w", errUntrusted, err)
@@ -46,7 +48,7 @@ func (headerAuthenticator) SignsIn() bool { return false }
 // users, OpenID Connect, GitHub) or a hand-off set.
 type sessionAuthenticator struct{ sessions *session.Store }
 
-func (a sessionAuthenticator) Identify(r *http.Request, env *session.EnvTarget) (session.Identity, error) {
+func (a sessionAuthenticator) Identify(r *http.Request, env *types.NamespacedName) (session.Identity, error) {
 	if env == nil {
 		return a.sessions.Load(r)
 	}

@@ -228,7 +228,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 		pages.Error(w, r, http.StatusForbidden, "cross-origin request to an environment refused")
 		return
 	}
-	key := types.NamespacedName{Namespace: t.Namespace, Name: t.Name}
+	key := t.NamespacedName
 	ul, spec, ok := s.lookup(r.Context(), id, key)
 	if !ok {
 		// Not found and not allowed look the same: existence is not revealed.

@@ -109,7 +109,7 @@ func (p Policy) decide(ctx context.Context, id session.Identity, ul *v1alpha1.Us
 	}
 	if name := ul.Labels[v1alpha1.LabelCourse]; name != "" {
 		if c := look.course(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: name}); c != nil &&
-			course.IsStaff(c, id.Member()) && course.StaffMayReach(c, ul) {
+			course.IsStaff(c, id) && course.StaffMayReach(c, ul) {
 			return CourseStaff
 		}
 	}

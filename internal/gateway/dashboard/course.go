@@ -40,7 +40,7 @@ func (d *Dashboard) staffCourse(ctx context.Context, r *http.Request, id session
 	if key.Namespace == "" || key.Name == "" || d.Reader.Get(ctx, key, &c) != nil {
 		return nil
 	}
-	if !d.Policy.IsAdmin(id) && !course.IsStaff(&c, id.Member()) {
+	if !d.Policy.IsAdmin(id) && !course.IsStaff(&c, id) {
 		return nil
 	}
 	return &c

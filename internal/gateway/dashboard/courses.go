@@ -22,7 +22,7 @@ func (d *Dashboard) staffedCourses(ctx context.Context, id session.Identity) []v
 	}
 	var out []v1alpha1.Course
 	for i := range list.Items {
-		if course.IsStaff(&list.Items[i], id.Member()) {
+		if course.IsStaff(&list.Items[i], id) {
 			out = append(out, list.Items[i])
 		}
 	}
@@ -49,7 +49,7 @@ func (d *Dashboard) courseCards(ctx context.Context, id session.Identity) []Cour
 	var out []CourseCard
 	for i := range list.Items {
 		c := &list.Items[i]
-		role, _ := course.Match(c, id.Member())
+		role, _ := course.Match(c, id)
 		if role == course.None {
 			continue
 		}

@@ -22,7 +22,7 @@ func (p *Provisioner) courseCandidates(ctx context.Context, id session.Identity)
 	var out []Candidate
 	for i := range list.Items {
 		c := &list.Items[i]
-		role, basis := course.Match(c, id.Member())
+		role, basis := course.Match(c, id)
 		if role == course.None || !p.now().Before(c.Spec.Term.End.Time) {
 			continue
 		}

@@ -8,15 +8,20 @@ import (
 	"errors"
 	"net"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // PathPrefix starts every path-routed environment URL.
 const PathPrefix = "/u/"
 
-// Target is the environment a request addresses.
+// Target is the environment a request addresses, as it goes on from
+// routing to the access check, the wake, the session binding and the
+// proxy: the Userland's key, and where in the URL the environment is.
 type Target struct {
-	// Namespace and Name identify the Userland.
-	Namespace, Name string
+	// NamespacedName identifies the Userland; the key every later step
+	// looks it up, binds a session to and counts activity by.
+	types.NamespacedName
 	// Prefix is the path prefix the gateway serves the environment under
 	// ("/u/<namespace>/<name>"), empty with subdomain routing.
 	Prefix string
@@ -76,7 +81,7 @@ func FromPath(escapedPath string) (Target, error) {
 	// Prefix and Rest are slices of the path itself: this runs on every
 	// proxied request, and they rebuild it exactly.
 	end := len(PathPrefix) + len(ns) + 1 + len(name)
-	t := Target{Namespace: ns, Name: name, Prefix: escapedPath[:end]}
+	t := Target{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}, Prefix: escapedPath[:end]}
 	if !more {
 		return t, ErrNeedsSlash
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestFromPath(t *testing.T) {
@@ -15,9 +16,9 @@ func TestFromPath(t *testing.T) {
 		want Target
 		err  error
 	}{
-		"root of an environment": {"/u/cs101/taro/", Target{"cs101", "taro", "/u/cs101/taro", "/"}, nil},
-		"deep path kept escaped": {"/u/cs101/taro/lab/a%20b?", Target{"cs101", "taro", "/u/cs101/taro", "/lab/a%20b?"}, nil},
-		"missing slash":          {"/u/cs101/taro", Target{"cs101", "taro", "/u/cs101/taro", ""}, ErrNeedsSlash},
+		"root of an environment": {"/u/cs101/taro/", Target{types.NamespacedName{Namespace: "cs101", Name: "taro"}, "/u/cs101/taro", "/"}, nil},
+		"deep path kept escaped": {"/u/cs101/taro/lab/a%20b?", Target{types.NamespacedName{Namespace: "cs101", Name: "taro"}, "/u/cs101/taro", "/lab/a%20b?"}, nil},
+		"missing slash":          {"/u/cs101/taro", Target{types.NamespacedName{Namespace: "cs101", Name: "taro"}, "/u/cs101/taro", ""}, ErrNeedsSlash},
 		"gateway path":           {"/login", Target{}, ErrNotEnvironment},
 		"no name":                {"/u/cs101", Target{}, ErrInvalid},
 		"empty name":             {"/u/cs101//x", Target{}, ErrInvalid},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorilla/securecookie"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Cookies and tokens of environment hosts. With subdomain routing every
@@ -45,16 +46,10 @@ func CookieNames() []string {
 	}
 }
 
-// EnvTarget names the environment a hand-off or cookie is bound to.
-type EnvTarget struct {
-	Namespace string `json:"ns"`
-	Name      string `json:"n"`
-}
-
 // handoff is a token's content.
 type handoff struct {
 	Identity
-	Env EnvTarget `json:"t"`
+	Env types.NamespacedName `json:"t"`
 	// Host is the environment host the token may be redeemed on.
 	Host string `json:"h"`
 	// Nonce must equal the nonce cookie on that host.
@@ -71,8 +66,8 @@ type handoff struct {
 // envPayload is the environment cookie's content.
 type envPayload struct {
 	Identity
-	Env     EnvTarget `json:"t"`
-	Expires int64     `json:"x"`
+	Env     types.NamespacedName `json:"t"`
+	Expires int64                `json:"x"`
 }
 
 // ErrHandoff means a hand-off token is invalid, expired, already used, for
@@ -119,7 +114,7 @@ func (s *Store) NewNonce(w http.ResponseWriter) (string, error) {
 
 // IssueHandoff signs and encrypts a token for id to enter env on host,
 // valid for HandoffTTL and for the browser holding nonce.
-func (s *Store) IssueHandoff(id Identity, sessionExpires time.Time, env EnvTarget, host, nonce string) (string, error) {
+func (s *Store) IssueHandoff(id Identity, sessionExpires time.Time, env types.NamespacedName, host, nonce string) (string, error) {
 	idb := make([]byte, 12)
 	if _, err := rand.Read(idb); err != nil {
 		return "", fmt.Errorf("making a token ID: %w", err)
@@ -137,27 +132,27 @@ func (s *Store) IssueHandoff(id Identity, sessionExpires time.Time, env EnvTarge
 
 // RedeemHandoff checks token on host against the request's nonce cookie
 // and, when it holds, sets the environment cookie and clears the nonce.
-func (s *Store) RedeemHandoff(w http.ResponseWriter, r *http.Request, host, token string) (EnvTarget, error) {
+func (s *Store) RedeemHandoff(w http.ResponseWriter, r *http.Request, host, token string) (types.NamespacedName, error) {
 	nc, err := s.only(r, nonceCookie)
 	// The nonce is spent whatever the outcome.
 	http.SetCookie(w, s.hostCookie(nonceCookie, "", -1))
 	if err != nil || nc.Value == "" {
-		return EnvTarget{}, ErrHandoff
+		return types.NamespacedName{}, ErrHandoff
 	}
 	var h handoff
 	if err := securecookie.DecodeMulti(handoffName, token, &h, s.codecs...); err != nil {
-		return EnvTarget{}, ErrHandoff
+		return types.NamespacedName{}, ErrHandoff
 	}
 	now := s.now().Unix()
 	switch {
 	case h.User == "", h.Host != host, h.Nonce != nc.Value, now >= h.Expires, now >= h.SessionExpires:
-		return EnvTarget{}, ErrHandoff
+		return types.NamespacedName{}, ErrHandoff
 	case !s.used.first(h.ID, h.Expires, now):
-		return EnvTarget{}, ErrHandoff
+		return types.NamespacedName{}, ErrHandoff
 	}
 	value, err := securecookie.EncodeMulti(s.hostName(envCookie), envPayload{Identity: h.Identity, Env: h.Env, Expires: h.SessionExpires}, s.codecs...)
 	if err != nil {
-		return EnvTarget{}, fmt.Errorf("encoding the environment session: %w", err)
+		return types.NamespacedName{}, fmt.Errorf("encoding the environment session: %w", err)
 	}
 	http.SetCookie(w, s.hostCookie(envCookie, value, int(h.SessionExpires-now)))
 	return h.Env, nil
@@ -165,7 +160,7 @@ func (s *Store) RedeemHandoff(w http.ResponseWriter, r *http.Request, host, toke
 
 // LoadEnv returns the identity of the environment cookie, if it is valid
 // and bound to env.
-func (s *Store) LoadEnv(r *http.Request, env EnvTarget) (Identity, error) {
+func (s *Store) LoadEnv(r *http.Request, env types.NamespacedName) (Identity, error) {
 	c, err := s.only(r, envCookie)
 	if err != nil {
 		return Identity{}, ErrNoSession

@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // redeemer runs one redemption with the given cookies and returns the
 // response's cookies.
-func redeem(t *testing.T, s *Store, host, token string, cookies ...*http.Cookie) ([]*http.Cookie, EnvTarget, error) {
+func redeem(t *testing.T, s *Store, host, token string, cookies ...*http.Cookie) ([]*http.Cookie, types.NamespacedName, error) {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodGet, "http://"+host+"/.userland/handoff", nil)
 	for _, c := range cookies {
@@ -31,7 +33,7 @@ func TestHandoffIsBoundToHostBrowserAndTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := NewStore([]Key{testKey("b")}, time.Hour, true, clock)
-	env := EnvTarget{Namespace: "cs101", Name: "alice"}
+	env := types.NamespacedName{Namespace: "cs101", Name: "alice"}
 	id := Identity{User: "alice", Groups: []string{"students"}}
 	w := httptest.NewRecorder()
 	nonce, err := s.NewNonce(w)
@@ -95,7 +97,7 @@ func TestHandoffIsBoundToHostBrowserAndTime(t *testing.T) {
 	if who, err := s.LoadEnv(r, env); err != nil || who.User != "alice" {
 		t.Errorf("environment cookie on its own environment: %v %v", who, err)
 	}
-	if _, err := s.LoadEnv(r, EnvTarget{Namespace: "cs101", Name: "bob"}); err == nil {
+	if _, err := s.LoadEnv(r, types.NamespacedName{Namespace: "cs101", Name: "bob"}); err == nil {
 		t.Error("alice's environment cookie opened bob's environment")
 	}
 	now = now.Add(31 * time.Minute)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gorilla/securecookie"
 
-	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/identity"
 )
 
 // CookieName is the session cookie's name (with the __Host- prefix when
@@ -23,31 +23,9 @@ import (
 // environments.
 const CookieName = "userland_session"
 
-// Identity is who a session belongs to.
-type Identity struct {
-	// User is the identity Userlands are matched against (spec.user).
-	User string `json:"u"`
-	// Name is how the user is shown when User is not a name people know
-	// (GitHub's login beside its numeric ID); empty: User.
-	Name string `json:"n,omitempty"`
-	// Email is the verified e-mail address, when known.
-	Email string `json:"e,omitempty"`
-	// Groups are the identity provider's groups.
-	Groups []string `json:"g,omitempty"`
-}
-
-// Display is the name pages show for the user.
-func (id Identity) Display() string {
-	if id.Name != "" {
-		return id.Name
-	}
-	return id.User
-}
-
-// Member is the identity as a course's roster rules see it.
-func (id Identity) Member() course.Member {
-	return course.Member{User: id.User, Email: id.Email, Groups: id.Groups}
-}
+// Identity is who a session belongs to: the identity type that the course
+// rules accept too (identity.Identity), so nothing converts between them.
+type Identity = identity.Identity
 
 // payload is what the cookie carries: the identity and its own expiry, so
 // an old cookie replayed by a client is refused even if the browser kept it.
