@@ -61,6 +61,7 @@ func samples(t *testing.T) []*unstructured.Unstructured {
 }
 
 func TestSamplesAreAcceptedAndReadBackWithDefaults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	for _, obj := range samples(t) {
@@ -116,6 +117,7 @@ func TestSamplesAreAcceptedAndReadBackWithDefaults(t *testing.T) {
 }
 
 func TestDefaultsAreFilledOnAMinimalTemplate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tmpl := testobj.MakeTemplate(env.Namespace(t), "minimal").Port(80).StripPrefix(false).Volume("home", "/home").Obj()
 	if err := env.Client.Create(ctx, tmpl); err != nil {
@@ -158,6 +160,7 @@ func newUserland(ns string) *v1alpha1.Userland {
 }
 
 func TestUserIsImmutable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ul := newUserland(env.Namespace(t))
 	if err := env.Client.Create(ctx, ul); err != nil {
@@ -180,6 +183,7 @@ func TestUserIsImmutable(t *testing.T) {
 }
 
 func TestSpecAndStatusAreSeparate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ul := newUserland(env.Namespace(t))
 	if err := env.Client.Create(ctx, ul); err != nil {
@@ -272,6 +276,7 @@ func columns(tab metav1.Table) []string {
 }
 
 func TestPrinterColumns(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
 
@@ -345,6 +350,7 @@ func TestPrinterColumns(t *testing.T) {
 }
 
 func TestDiscoveryShortNamesAndCategory(t *testing.T) {
+	t.Parallel()
 	httpClient, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
 		t.Fatal(err)

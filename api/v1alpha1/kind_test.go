@@ -7,6 +7,7 @@ import (
 )
 
 func TestTemplateKindOrDefault(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[v1alpha1.TemplateKind]v1alpha1.TemplateKind{
 		"":                                   v1alpha1.TemplateKindTemplate,
 		v1alpha1.TemplateKindTemplate:        v1alpha1.TemplateKindTemplate,

@@ -38,6 +38,7 @@ spec:
 // ESC or a newline in one would drive the reader's terminal or forge
 // rows. The API server refuses them, naming the field.
 func TestNamesPrintedToTerminalsRefuseControlCharacters(t *testing.T) {
+	t.Parallel()
 	const esc = "Databases \x1b]8;;https://evil.example\x07click\x1b]8;;\x07"
 	cases := map[string]invalidCase{
 		"course displayName with an ESC": {validCourse, []func(*unstructured.Unstructured){set(esc, "spec", "displayName")},
@@ -64,6 +65,7 @@ func TestNamesPrintedToTerminalsRefuseControlCharacters(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			createRefused(t, tc)
 		})
 	}
@@ -72,6 +74,7 @@ func TestNamesPrintedToTerminalsRefuseControlCharacters(t *testing.T) {
 // TestNamesWithoutControlCharactersAreAccepted keeps the rule from
 // catching what people write: accents, CJK, spaces, punctuation.
 func TestNamesWithoutControlCharactersAreAccepted(t *testing.T) {
+	t.Parallel()
 	obj := parse(t, validCourse)
 	obj.SetNamespace(env.Namespace(t))
 	set("データベース論 (2026 秋) — Ü", "spec", "displayName")(obj)
@@ -85,6 +88,7 @@ func TestNamesWithoutControlCharactersAreAccepted(t *testing.T) {
 // network is read back with egress Internet; one that says Unrestricted
 // keeps it.
 func TestEgressDefaultsToInternet(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	for name, network := range map[string]map[string]any{
@@ -119,19 +123,23 @@ func TestEgressDefaultsToInternet(t *testing.T) {
 // wider network that merely contains one is accepted (the controller
 // excepts the endpoint from it).
 func TestAllowedCIDRsCannotOpenMetadata(t *testing.T) {
+	t.Parallel()
 	for _, m := range v1alpha1.MetadataCIDRs {
 		t.Run(m, func(t *testing.T) {
+			t.Parallel()
 			createRefused(t, invalidCase{validTemplate, []func(*unstructured.Unstructured){
 				set([]any{"10.20.0.0/16", m}, "spec", "network", "allowedCIDRs"),
 			}, "spec.network.allowedCIDRs[1]", "must not lie within link-local or cloud metadata"})
 		})
 	}
 	t.Run("a host inside a metadata range", func(t *testing.T) {
+		t.Parallel()
 		createRefused(t, invalidCase{validTemplate, []func(*unstructured.Unstructured){
 			set([]any{"169.254.169.254/32"}, "spec", "network", "allowedCIDRs"),
 		}, "spec.network.allowedCIDRs[0]", "must not lie within link-local or cloud metadata"})
 	})
 	t.Run("networks around metadata are accepted", func(t *testing.T) {
+		t.Parallel()
 		obj := parse(t, validTemplate)
 		obj.SetNamespace(env.Namespace(t))
 		set([]any{"0.0.0.0/0", "168.63.0.0/16", "fd00::/8"}, "spec", "network", "allowedCIDRs")(obj)

@@ -98,6 +98,7 @@ type invalidCase struct {
 }
 
 func TestInvalidManifestsAreRejectedNamingTheField(t *testing.T) {
+	t.Parallel()
 	vol := func(fields map[string]any) []any {
 		v := map[string]any{"name": "home", "mountPath": "/home"}
 		for k, val := range fields {
@@ -216,6 +217,7 @@ func TestInvalidManifestsAreRejectedNamingTheField(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ns := env.Namespace(t)
 			obj := parse(t, tc.base)
 			if obj.GetKind() != "ClusterTemplate" {
@@ -255,6 +257,7 @@ func assertFieldError(t *testing.T, err error, field, message string) {
 }
 
 func TestValidManifestsAreAccepted(t *testing.T) {
+	t.Parallel()
 	for name, doc := range map[string]string{
 		"template": validTemplate,
 		"template without volumes, idle or rollout": `
@@ -274,6 +277,7 @@ spec:
 		"template with 1h30m idle timeout":        strings.Replace(validTemplate, "timeout: 30m", "timeout: 1h30m", 1),
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			obj := parse(t, doc)
 			obj.SetNamespace(env.Namespace(t))
 			if err := env.Client.Create(context.Background(), obj); err != nil {
@@ -286,6 +290,7 @@ spec:
 // The API server checks CEL rules only once the OpenAPI schema passes, so
 // errors come back together within each of those two stages.
 func TestErrorsAreReportedTogether(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		mutate []func(*unstructured.Unstructured)
 		fields []string
@@ -304,6 +309,7 @@ func TestErrorsAreReportedTogether(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			obj := parse(t, validTemplate)
 			obj.SetNamespace(env.Namespace(t))
 			for _, m := range tc.mutate {
@@ -334,6 +340,7 @@ func TestErrorsAreReportedTogether(t *testing.T) {
 // containers; spec.http.port, which no container could serve, is not
 // blamed as well.
 func TestATemplateWithoutContainersIsRefusedThere(t *testing.T) {
+	t.Parallel()
 	obj := parse(t, validTemplate)
 	obj.SetNamespace(env.Namespace(t))
 	set([]any{}, "spec", "podTemplate", "spec", "containers")(obj)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestCourseImportListAndStatus(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	mustCreate(t, testobj.MakeTemplate(ns, "lab").Obj(),

@@ -52,6 +52,7 @@ func mustCreate(t *testing.T, objs ...client.Object) {
 }
 
 func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	mustCreate(t, testobj.MakeTemplate(ns, "vscode").Obj())
 	out, _, err := kubectl(t, "-n", ns, "create", "Taro.Yamada@uni.example.ac.jp", "--template", "vscode")
@@ -104,6 +105,7 @@ func TestCreateUsesTheGatewaysNameAndListShowsIt(t *testing.T) {
 // names are taken or which exist under an earlier naming rule, against a
 // real API server.
 func TestCreateNamesAreReadableAndStable(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	mustCreate(t, testobj.MakeTemplate(ns, "lab").Obj(), testobj.MakeTemplate(ns, "vscode").Obj(),
 		// alice@b.example's readable name, "alice-lab", is already
@@ -172,6 +174,7 @@ func countUserlands(t *testing.T, ns string) int {
 }
 
 func TestImportRoster(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	mustCreate(t, testobj.MakeTemplate(ns, "vscode").Obj(), testobj.MakeTemplate(ns, "jupyterlab").Obj())
 	path, good := roster200(t, ns)
@@ -238,6 +241,7 @@ func tail(s string) string {
 }
 
 func TestStartStopRestartPendingOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	mustCreate(t, testobj.MakeTemplate(ns, "vscode").Obj())

@@ -187,6 +187,7 @@ func compliant(ns, name string) *v1alpha1.Template {
 }
 
 func TestCertificateIsCreatedAndTrusted(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	var secret corev1.Secret
 	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: controllerNamespace, Name: "userland-webhook-cert"}, &secret); err != nil {
@@ -217,6 +218,7 @@ func TestCertificateIsCreatedAndTrusted(t *testing.T) {
 }
 
 func TestTemplatesViolatingPodSecurityAreRejected(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -252,6 +254,7 @@ func TestTemplatesViolatingPodSecurityAreRejected(t *testing.T) {
 // TestIdleActivityRulesAreChecked: the schema checks the paths; the
 // webhook compiles the message expressions, naming the one that fails.
 func TestIdleActivityRulesAreChecked(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -310,6 +313,7 @@ func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ st
 }
 
 func TestMissingTemplateIsAWarningNotADenial(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ns := env.Namespace(t)
 	w := &warnings{}
@@ -334,6 +338,7 @@ func TestMissingTemplateIsAWarningNotADenial(t *testing.T) {
 }
 
 func TestClusterTemplateAllowedNamespaces(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	allowed, denied := env.Namespace(t), env.Namespace(t)
@@ -369,6 +374,7 @@ func TestClusterTemplateAllowedNamespaces(t *testing.T) {
 }
 
 func TestUserManagersCannotChangeWhatRuns(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -526,6 +532,7 @@ func admittedEventually(t *testing.T, c client.Client, obj client.Object) {
 // controller mounts what a template names, so a template author must be
 // allowed to get each Secret and use each ServiceAccount themselves.
 func TestTemplateAuthorsNeedTheSecretsAndServiceAccountsTheyName(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -595,6 +602,7 @@ func TestTemplateAuthorsNeedTheSecretsAndServiceAccountsTheyName(t *testing.T) {
 // runs in every namespace it allows, so its author needs the Secrets and
 // the ServiceAccount cluster-wide; a grant in one namespace is not enough.
 func TestClusterTemplateReferencesAreCheckedClusterWide(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)

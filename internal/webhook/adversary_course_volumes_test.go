@@ -23,6 +23,7 @@ import (
 // read only. The webhook asks get, never a write permission (issue 32:
 // "may they get/update that PVC?").
 func TestAdversaryCourseManagerWritesAClaimTheyMayOnlyRead(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	loadRoles(t)
 	ctx := context.Background()

@@ -22,6 +22,7 @@ import (
 // RBAC never gave them. An update that changes what runs next to an
 // existing reference must be asked about that reference again.
 func TestAdversaryTemplateAuthorRepointsAdmittedSecret(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -52,6 +53,7 @@ func TestAdversaryTemplateAuthorRepointsAdmittedSecret(t *testing.T) {
 // claims reaches a student's home that way. Nothing asks whether they may
 // get the claim (or snapshot).
 func TestAdversaryTemplateAuthorMountsAPersonsClaim(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)

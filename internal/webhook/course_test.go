@@ -23,6 +23,7 @@ import (
 // TestCourseValidation: every invalid course is refused by the schema or
 // the webhook, with the field path and the reason.
 func TestCourseValidation(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -82,6 +83,7 @@ func TestCourseValidation(t *testing.T) {
 // TestCourseManagersRunCoursesNotTemplates: the course manager role
 // edits courses and rosters, and cannot change what runs.
 func TestCourseManagersRunCoursesNotTemplates(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -139,6 +141,7 @@ func TestCourseManagersRunCoursesNotTemplates(t *testing.T) {
 // they may not read; material they may read is shared, and a claim that
 // does not exist yet may be named by who may get it.
 func TestSharedMaterialIsNobodysHome(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	loadRoles(t)
 	ctx := context.Background()

@@ -43,6 +43,7 @@ func restrictedPod(mutate func(*corev1.PodSpec)) *corev1.PodTemplateSpec {
 }
 
 func TestPodSecurityNamesTheFieldAndReason(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		level string
 		pod   *corev1.PodTemplateSpec
@@ -124,6 +125,7 @@ func TestPodSecurityNamesTheFieldAndReason(t *testing.T) {
 func keys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
 
 func TestUnknownLevelIsRejected(t *testing.T) {
+	t.Parallel()
 	if _, err := NewPodSecurity("strict"); err == nil || !strings.Contains(err.Error(), "privileged, baseline or restricted") {
 		t.Fatalf("got %v, want an error listing the levels", err)
 	}

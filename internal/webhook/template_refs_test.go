@@ -13,6 +13,7 @@ import (
 // ServiceAccount, a claim or a snapshot is found, with the path kubectl shows, in init and
 // regular containers alike; "default" and empty names are not.
 func TestPodRefs(t *testing.T) {
+	t.Parallel()
 	secretEnv := func(name string) corev1.EnvVar {
 		return corev1.EnvVar{Name: "X", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: "k"}}}

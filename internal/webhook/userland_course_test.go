@@ -72,6 +72,7 @@ func patchUserland(ctx context.Context, c client.Client, ns, name string, edit f
 // controller's and the gateway's roles can, and so can a role granted
 // enroll on exactly one course, for that course only.
 func TestOnlyTheControllerAndGatewayLinkEnvironmentsToCourses(t *testing.T) {
+	t.Parallel()
 	startWebhooks(t)
 	loadRoles(t)
 	ctx := context.Background()
