@@ -90,7 +90,9 @@ func anchors(text string) map[string]bool {
 
 // check returns one problem per broken link of the Markdown files under
 // root (README.md and docs/), as "file:line: target: why".
-func check(root string) ([]string, error) {
+// docFiles are the README and every Markdown file under docs/, relative
+// to root: what a reader has.
+func docFiles(root string) ([]string, error) {
 	var files []string
 	if _, err := os.Stat(filepath.Join(root, "README.md")); err == nil {
 		files = append(files, "README.md")
@@ -104,6 +106,14 @@ func check(root string) ([]string, error) {
 		return err
 	})
 	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	return files, nil
+}
+
+func check(root string) ([]string, error) {
+	files, err := docFiles(root)
+	if err != nil {
 		return nil, err
 	}
 	var problems []string

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -250,14 +249,7 @@ func TestDocsShellCommands(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/userland").CombinedOutput(); err != nil {
 		t.Fatalf("building userland: %v\n%s", err, out)
 	}
-	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &commandChecker{root: root, userland: bin, created: map[string][]string{}, installed: map[string]string{}}
-	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllStringSubmatch(string(makefile), -1) {
-		k.targets = append(k.targets, m[1])
-	}
+	k := &commandChecker{root: root, userland: bin, targets: makefileTargets(t, root), created: map[string][]string{}, installed: map[string]string{}}
 	commands := docsCommands(t, root)
 	checked := 0
 	for _, c := range commands {

@@ -2,7 +2,6 @@ package docs
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,23 +152,17 @@ func alternatives(args []string) [][]string {
 // docs/, with paths relative to the repository root.
 func docsCommands(t *testing.T, root string) []shellCommand {
 	t.Helper()
+	files, err := docFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []shellCommand
-	for _, top := range []string{"README.md", "docs"} {
-		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".md") {
-				return err
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, path)
-			out = append(out, shellCommands(rel, string(b))...)
-			return nil
-		})
+	for _, file := range files {
+		b, err := os.ReadFile(filepath.Join(root, file))
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, shellCommands(file, string(b))...)
 	}
 	return out
 }
