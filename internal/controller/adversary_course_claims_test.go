@@ -24,8 +24,9 @@ import (
 // her personal home in the course environment, which the course's staff
 // reach through the gateway.
 func TestAdversaryCourseEnvironmentMountsPersonalHome(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	startController(t)
+	sharedController(t)
 	ctx := context.Background()
 	const alice = "alice@uni.example"
 	create(t, template(ns, "lab-db", "example.org/lab:1"), template(ns, "lab", "example.org/lab:1"),

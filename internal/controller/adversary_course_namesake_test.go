@@ -23,8 +23,9 @@ import (
 // provenance), so M stops s's environment. With shared volumes and caps
 // M's course would also change what s's environment mounts and may use.
 func TestAdversaryNamesakeCourseStopsAnotherCoursesStudents(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	ctrl := startController(t)
+	ctrl := sharedController(t)
 	ctx := context.Background()
 	create(t, template(ns, "lab", "example.org/lab:1"))
 	now := ctrl.clock.Now().Truncate(time.Second)

@@ -20,7 +20,8 @@ import (
 // labels, so no user hash) is someone else's data or a trap: it must not
 // be mounted.
 func TestForeignClaimIsNotMounted(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	foreign := &corev1.PersistentVolumeClaim{
@@ -48,7 +49,8 @@ func TestForeignClaimIsNotMounted(t *testing.T) {
 // Pointing a Userland at a template whose volume says Delete must not make
 // the claim it kept under Retain deletable.
 func TestTemplateRefChangeNeverMakesARetainedClaimDeletable(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	deleting := template(ns, "deleting", "example.org/app:1")

@@ -16,6 +16,7 @@ import (
 // what makes it truthful (a failed step outranks everything it would
 // otherwise have reported).
 func TestReadinessPrecedence(t *testing.T) {
+	t.Parallel()
 	serving := Health{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonReady, Message: "the environment is serving"}
 	pulling := Health{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonImagePullBackOff, Message: "container app: the image could not be pulled"}
 	type ready struct {

@@ -40,8 +40,9 @@ func link(t *testing.T, ns, name, courseName string) {
 // from the course's template keeps it to themselves; the course makes its
 // own, named for the course and marked as the course's.
 func TestCourseNeverAdopts(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	startController(t)
+	sharedController(t)
 	ctx := context.Background()
 	create(t, template(ns, "lab", "example.org/lab:1"), userland(ns, "s-lab", "s@uni.example", "lab"))
 	crs := testobj.MakeCourse(ns, "db").Students("s@uni.example").Template("lab", v1alpha1.ProvisionUpFront).Obj()
@@ -157,8 +158,9 @@ func TestRetirementDeletesOnlyWhatTheCourseMadeForStudents(t *testing.T) {
 // claim as shared material (admitted before the webhook refused it) is
 // told so, and no environment of the course mounts it.
 func TestCourseNeverSharesSomebodysHome(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	startController(t)
+	sharedController(t)
 	ctx := context.Background()
 	create(t, template(ns, "lab", "example.org/lab:1"), userland(ns, "alice-lab", "alice@uni.example", "lab"))
 	env.Eventually(t, time.Minute, "alice's claim", func(ctx context.Context) (bool, error) {

@@ -64,8 +64,9 @@ func students(n int) []string {
 // template, stopped until first use; adding one provisions them, removing
 // one stops theirs (Unenrolled) and keeps it; status counts students.
 func TestCourseProvisionsTheRoster(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	ctrl := startController(t)
+	ctrl := sharedController(t)
 	ctx := context.Background()
 	create(t, template(ns, "lab", "example.org/lab:1"))
 	roster := students(200)
@@ -137,8 +138,9 @@ func courseCondition(c *v1alpha1.Course, typ string) *metav1.Condition {
 // at once get two environments and two places in line; one stopping lets
 // the first in line start.
 func TestCourseRunningLimitQueues(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	ctrl := startController(t)
+	ctrl := sharedController(t)
 	ctx := context.Background()
 	create(t, template(ns, "lab", "example.org/lab:1"))
 	roster := students(4)
@@ -193,8 +195,9 @@ func TestCourseRunningLimitQueues(t *testing.T) {
 // course material read-only and is capped; staff's mounts it read-write
 // and is not.
 func TestCourseSharedVolumesAndCaps(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	startController(t)
+	sharedController(t)
 	ctx := context.Background()
 	tmpl := template(ns, "lab", "example.org/lab:1")
 	tmpl.Spec.PodTemplate.Spec.Containers[0].Resources = corev1.ResourceRequirements{

@@ -17,7 +17,8 @@ import (
 // the Deployment) makes Ready False with the reason and what failed, not
 // only a logged error; once the cause is gone the environment comes up.
 func TestARefusedWriteMakesReadyFalseWithTheCauseThenRecovers(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-deployments"},

@@ -43,7 +43,8 @@ func kstatus(conditions []metav1.Condition) string {
 }
 
 func TestUserlandKstatusConditions(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	create(t, userland(ns, "u", "alice", "later"))
 	env.Eventually(t, 30*time.Second, "in progress while the template is awaited", func(ctx context.Context) (bool, error) {
@@ -67,8 +68,9 @@ func TestUserlandKstatusConditions(t *testing.T) {
 }
 
 func TestCourseKstatusConditions(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
-	startController(t)
+	sharedController(t)
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "material"},
 		Spec: corev1.PersistentVolumeClaimSpec{

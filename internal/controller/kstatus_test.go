@@ -32,6 +32,7 @@ var stalledBefore = []metav1.Condition{{Type: v1alpha1.ConditionStalled, Status:
 // Reconciling and Stalled are read from the same findings as Ready: at
 // most one of them, True, and neither once the Userland is settled.
 func TestUserlandKstatusFollowsReady(t *testing.T) {
+	t.Parallel()
 	serving := Health{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonReady, Message: "the environment is serving"}
 	starting := Health{Phase: v1alpha1.PhaseStarting, Reason: v1alpha1.ReasonStarting, Message: "waiting"}
 	pulling := Health{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonImagePullBackOff, Message: "container app: the image could not be pulled"}
@@ -84,6 +85,7 @@ func TestUserlandKstatusFollowsReady(t *testing.T) {
 }
 
 func TestCourseKstatusFollowsReady(t *testing.T) {
+	t.Parallel()
 	resolved := []shownCondition{
 		{v1alpha1.ConditionTemplatesResolved, v1alpha1.ReasonTemplatesFound, metav1.ConditionTrue},
 	}

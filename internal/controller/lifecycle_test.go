@@ -18,6 +18,7 @@ var t0 = time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
 func at(d time.Duration) *time.Time { return ptr.To(t0.Add(d)) }
 
 func TestDecideIdle(t *testing.T) {
+	t.Parallel()
 	thirty := 30 * time.Minute
 	cases := map[string]struct {
 		in   IdleInput
@@ -80,6 +81,7 @@ func TestDecideIdle(t *testing.T) {
 }
 
 func TestWarnBefore(t *testing.T) {
+	t.Parallel()
 	idle := func(timeout time.Duration, warn *time.Duration) *v1alpha1.IdleSpec {
 		s := &v1alpha1.IdleSpec{Timeout: metav1.Duration{Duration: timeout}}
 		if warn != nil {
@@ -105,6 +107,7 @@ func TestWarnBefore(t *testing.T) {
 }
 
 func TestDecideRollout(t *testing.T) {
+	t.Parallel()
 	running := func(policy v1alpha1.RolloutPolicy, lastActive time.Duration, budget bool) RolloutInput {
 		return RolloutInput{
 			Policy: policy, Outdated: true, WasRunning: true, Running: true,
@@ -139,6 +142,7 @@ func TestDecideRollout(t *testing.T) {
 }
 
 func TestObserveHealth(t *testing.T) {
+	t.Parallel()
 	available := &appsv1.Deployment{
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)},
 		Status: appsv1.DeploymentStatus{
@@ -183,6 +187,7 @@ func TestObserveHealth(t *testing.T) {
 }
 
 func TestPodTemplateMountsVolumesWhereTheTemplateSays(t *testing.T) {
+	t.Parallel()
 	ul := &v1alpha1.Userland{}
 	ul.Name, ul.Namespace, ul.Spec.User = "hanako", "db-course", "hanako@uni.example.ac.jp"
 	spec := &v1alpha1.TemplateSpec{

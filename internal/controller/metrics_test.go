@@ -16,6 +16,7 @@ import (
 // here is Prometheus's own gather, which refuses a series sent twice. A
 // fake client stands in for the cache: nothing of the API server matters.
 func TestEnvironmentsByPhaseGatherOnceEachWithUnreconciledCountedAsPending(t *testing.T) {
+	t.Parallel()
 	withPhase := func(name string, phase v1alpha1.Phase) client.Object {
 		ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
 		ul.Status.Phase = phase

@@ -116,6 +116,7 @@ func egressCases(t *testing.T) []egressCase {
 // TestNetworkPolicyForEachEgressMode checks the policy built for each
 // network setting, field by field.
 func TestNetworkPolicyForEachEgressMode(t *testing.T) {
+	t.Parallel()
 	gateway := &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "userland-gateway"}}
 	for _, tc := range egressCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,6 +135,7 @@ func TestNetworkPolicyForEachEgressMode(t *testing.T) {
 // validates each except (a strict subset of its cidr), selector and port,
 // and must store it as built.
 func TestNetworkPoliciesAreValid(t *testing.T) {
+	t.Parallel()
 	ns := env.Namespace(t)
 	gateway := &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "userland-gateway"}}
 	for _, tc := range egressCases(t) {
@@ -160,7 +162,8 @@ func TestNetworkPoliciesAreValid(t *testing.T) {
 // network setting as the API server stores it (defaults included), the
 // NetworkPolicy the controller writes.
 func TestNetworkPolicyForEveryEgressSetting(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	cases := []struct {
 		name    string
@@ -200,7 +203,8 @@ func TestNetworkPolicyForEveryEgressSetting(t *testing.T) {
 // TestEgressFollowsTheTemplate opens egress of a running environment
 // (Unrestricted) and limits it again; the policy follows both ways.
 func TestEgressFollowsTheTemplate(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
 	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
@@ -236,6 +240,7 @@ func TestEgressFollowsTheTemplate(t *testing.T) {
 
 // TestClusterDNSOptionsAreChecked: a bad flag fails at start, naming it.
 func TestClusterDNSOptionsAreChecked(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		opts controller.ClusterDNSOptions
 		want string

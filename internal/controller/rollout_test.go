@@ -23,6 +23,7 @@ import (
 // API server decides is involved, so a fake client stands in for the cache
 // (the real one is exercised by TestRolloutImmediateRespectsMaxUnavailable).
 func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
+	t.Parallel()
 	const ns = "class"
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	// env builds a sibling: running (or stopped) and available (or not).

@@ -10,6 +10,7 @@ import (
 )
 
 func TestIndexPodByUserlandKeysOnlyLabelledPods(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		labels map[string]string

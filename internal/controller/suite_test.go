@@ -125,9 +125,66 @@ type running struct {
 
 const gatewayURL = "https://userland.example.edu"
 
-// startController runs a manager against the shared control plane until
-// the test ends (or stop is called).
+// startController runs a manager of the test's own against the shared
+// control plane until the test ends (or stop is called). It is for the
+// tests that move the clock, stop the controller, count every write or
+// watch cluster-scoped objects; they do not run in parallel. The
+// package-wide controller (sharedController) is stopped first, so that
+// only one controller ever reconciles at a time.
 func startController(t *testing.T) *running {
+	t.Helper()
+	if err := stopShared(); err != nil {
+		t.Errorf("the package-wide controller: %v", err)
+	}
+	r, stop := newController(t)
+	r.stop = func() {
+		if err := stop(); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// shared is the package-wide controller of the parallel tests.
+var shared struct {
+	mu   sync.Mutex
+	r    *running
+	stop func() error
+	once sync.Once
+}
+
+// sharedController is the controller that the tests running in parallel
+// (t.Parallel, a namespace each) share, started on first use. Its clock
+// is never moved, so each test's namespace is its own. Go runs every
+// serial test before the parallel ones, so it never reconciles beside a
+// test's own controller; startController stops it all the same, for
+// go test -count=2, which runs the serial tests again.
+func sharedController(t *testing.T) *running {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	shared.once.Do(func() { env.OnStop(stopShared) })
+	if shared.r == nil {
+		shared.r, shared.stop = newController(t)
+	}
+	return shared.r
+}
+
+// stopShared stops the package-wide controller, if it runs.
+func stopShared() error {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.r == nil {
+		return nil
+	}
+	shared.r = nil
+	return shared.stop()
+}
+
+// newController starts a manager and returns the function that stops it
+// and says how it ended.
+func newController(t *testing.T) (*running, func() error) {
 	t.Helper()
 	r := &running{clock: &offsetClock{}, writes: &writeCounter{}}
 	cfg := rest.CopyConfig(controllerConfig(t))
@@ -151,17 +208,17 @@ func startController(t *testing.T) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	r.stop = func() {
+	var (
+		once    sync.Once
+		stopErr error
+	)
+	return r, func() error {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
+			stopErr = <-done
 		})
+		return stopErr
 	}
-	t.Cleanup(r.stop)
-	return r
 }
 
 var (

@@ -21,6 +21,7 @@ import (
 )
 
 func TestDecideNamespaceAccess(t *testing.T) {
+	t.Parallel()
 	databases := &metav1.LabelSelector{MatchLabels: map[string]string{"course": "databases"}}
 	cluster := func(sel *metav1.LabelSelector) *templates.Resolved {
 		return &templates.Resolved{Kind: v1alpha1.TemplateKindClusterTemplate, Name: "db", AllowedNamespaces: sel}

@@ -30,7 +30,8 @@ import (
 )
 
 func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "vscode", "example.org/code:1"), userland(ns, "taro", "Taro.Yamada@uni.example.ac.jp", "vscode"))
@@ -123,7 +124,8 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 }
 
 func TestChangingTemplateRefIsRolledOut(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	other := template(ns, "jupyter", "example.org/jupyter:1")
@@ -160,7 +162,8 @@ func TestChangingTemplateRefIsRolledOut(t *testing.T) {
 }
 
 func TestSuspendAndResume(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
 	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
@@ -176,7 +179,8 @@ func TestSuspendAndResume(t *testing.T) {
 }
 
 func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	tmpl := template(ns, "t", "example.org/app:1")
@@ -237,7 +241,8 @@ func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
 }
 
 func TestMissingTemplateIsReportedThenRecovers(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	create(t, userland(ns, "u", "alice", "later"))
 	env.Eventually(t, 30*time.Second, "TemplateNotFound", func(ctx context.Context) (bool, error) {
@@ -269,7 +274,8 @@ func podOf(t *testing.T, ctx context.Context, ns, name string) (*corev1.Pod, err
 }
 
 func TestPodThatCannotStartIsFailedThenRecovers(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
@@ -505,7 +511,8 @@ func waitTemplateUpToDate(t *testing.T, ns, name string, status metav1.Condition
 }
 
 func TestRolloutOnRestartWaitsForTheNextStart(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	tmpl := template(ns, "t", "example.org/app:1")
@@ -528,7 +535,8 @@ func TestRolloutOnRestartWaitsForTheNextStart(t *testing.T) {
 }
 
 func TestRestartAnnotationAppliesAPendingUpdateNow(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	tmpl := template(ns, "t", "example.org/app:1")
@@ -562,7 +570,8 @@ func TestRestartAnnotationAppliesAPendingUpdateNow(t *testing.T) {
 }
 
 func TestRolloutImmediateRespectsMaxUnavailable(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Rollout = v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate}
@@ -712,7 +721,8 @@ func waitStopped(t *testing.T, ns, name string, reason v1alpha1.StoppedReason) *
 }
 
 func TestTemplatePortChangeUpdatesTheServiceInPlace(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	create(t, template(ns, "t", "example.org/app:1"), userland(ns, "u", "alice", "t"))
@@ -751,7 +761,8 @@ func TestTemplatePortChangeUpdatesTheServiceInPlace(t *testing.T) {
 }
 
 func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	// "old" waits for its template, so its Service can be planted first,
@@ -809,7 +820,8 @@ func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing
 }
 
 func TestFieldsATemplateDropsLeaveTheDeployment(t *testing.T) {
-	startController(t)
+	t.Parallel()
+	sharedController(t)
 	ns := env.Namespace(t)
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutImmediate

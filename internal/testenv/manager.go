@@ -23,9 +23,7 @@ func (e *Environment) RunManager(mgr interface{ Start(context.Context) error }) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	e.managers.mu.Lock()
-	defer e.managers.mu.Unlock()
-	e.managers.stops = append(e.managers.stops, func() error {
+	e.OnStop(func() error {
 		cancel()
 		select {
 		case err := <-done:
@@ -34,6 +32,14 @@ func (e *Environment) RunManager(mgr interface{ Start(context.Context) error }) 
 			return errors.New("manager did not stop within 30s")
 		}
 	})
+}
+
+// OnStop registers stop to run when the environment stops, before the
+// cluster does: for what a package runs beside its tests.
+func (e *Environment) OnStop(stop func() error) {
+	e.managers.mu.Lock()
+	defer e.managers.mu.Unlock()
+	e.managers.stops = append(e.managers.stops, stop)
 }
 
 // Stop stops the managers RunManager started, then the cluster.

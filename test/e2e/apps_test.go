@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +60,11 @@ func startApp(t *testing.T, name, probe string, env []string, args ...string) *r
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, killed whole: code-server's server is a
+	// child of the process started here, and killing only the parent
+	// left it running (and busy) after the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s (hack/ensure-apps.sh installs it): %v", name, err)
 	}
@@ -65,6 +72,9 @@ func startApp(t *testing.T, name, probe string, env []string, args ...string) *r
 		cancel()
 		_ = cmd.Wait()
 		_ = logFile.Close()
+		if left := groupAlive(cmd.Process.Pid, 10*time.Second); left {
+			t.Errorf("%s left processes of its group %d running after it was killed", name, cmd.Process.Pid)
+		}
 		if t.Failed() {
 			if log, err := os.ReadFile(logFile.Name()); err == nil {
 				t.Logf("%s log:\n%.4000s", name, log)
@@ -86,6 +96,18 @@ func startApp(t *testing.T, name, probe string, env []string, args ...string) *r
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// groupAlive kills what is left of process group pgid and says whether
+// any of it still runs after wait.
+func groupAlive(pgid int, wait time.Duration) bool {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return false
+		}
+	}
+	return true
 }
 
 // sampleIdle is a sample template's idle spec, so the tests measure the

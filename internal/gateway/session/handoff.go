@@ -115,6 +115,11 @@ func (s *Store) NewNonce(w http.ResponseWriter) (string, error) {
 // IssueHandoff signs and encrypts a token for id to enter env on host,
 // valid for HandoffTTL and for the browser holding nonce.
 func (s *Store) IssueHandoff(id Identity, sessionExpires time.Time, env types.NamespacedName, host, nonce string) (string, error) {
+	if env.Namespace == "" || env.Name == "" {
+		// A token bound to no environment would match a cookie bound to
+		// none (an old format's, say); refused here, not left to callers.
+		return "", fmt.Errorf("a hand-off needs an environment, got %q", env)
+	}
 	idb := make([]byte, 12)
 	if _, err := rand.Read(idb); err != nil {
 		return "", fmt.Errorf("making a token ID: %w", err)
@@ -161,6 +166,9 @@ func (s *Store) RedeemHandoff(w http.ResponseWriter, r *http.Request, host, toke
 // LoadEnv returns the identity of the environment cookie, if it is valid
 // and bound to env.
 func (s *Store) LoadEnv(r *http.Request, env types.NamespacedName) (Identity, error) {
+	if env.Namespace == "" || env.Name == "" {
+		return Identity{}, ErrNoSession
+	}
 	c, err := s.only(r, envCookie)
 	if err != nil {
 		return Identity{}, ErrNoSession

@@ -97,8 +97,15 @@ func TestHandoffIsBoundToHostBrowserAndTime(t *testing.T) {
 	if who, err := s.LoadEnv(r, env); err != nil || who.User != "alice" {
 		t.Errorf("environment cookie on its own environment: %v %v", who, err)
 	}
-	if _, err := s.LoadEnv(r, types.NamespacedName{Namespace: "cs101", Name: "bob"}); err == nil {
-		t.Error("alice's environment cookie opened bob's environment")
+	for _, other := range []types.NamespacedName{{Namespace: "cs101", Name: "bob"}, {Namespace: "alice", Name: "cs101"}, {Namespace: "cs101"}, {Name: "alice"}, {}} {
+		if _, err := s.LoadEnv(r, other); err == nil {
+			t.Errorf("alice's environment cookie opened %q", other)
+		}
+	}
+	for _, none := range []types.NamespacedName{{}, {Namespace: "cs101"}, {Name: "alice"}} {
+		if _, err := s.IssueHandoff(id, now.Add(30*time.Minute), none, host, nonce); err == nil {
+			t.Errorf("a hand-off was issued for %q, no environment", none)
+		}
 	}
 	now = now.Add(31 * time.Minute)
 	if _, err := s.LoadEnv(r, env); err == nil {
