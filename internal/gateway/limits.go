@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/utils/lru"
+
+	"github.com/userland-dev/userland/internal/gateway/pages"
 )
 
 // Limits bound what one user, or anyone before signing in, can make a
@@ -98,12 +100,12 @@ func (g *gate) enter(ctx context.Context, n int, wait time.Duration) func() {
 
 // formError answers a form the gateway could not read: too large (413)
 // or cut off, malformed or too slow (400). Nothing else is done with it.
-func formError(w http.ResponseWriter, err error) {
+func formError(w http.ResponseWriter, r *http.Request, err error) {
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		http.Error(w, "form too large", http.StatusRequestEntityTooLarge)
+		pages.Error(w, r, http.StatusRequestEntityTooLarge, "form too large")
 		return
 	}
-	http.Error(w, "could not read the form", http.StatusBadRequest)
+	pages.Error(w, r, http.StatusBadRequest, "could not read the form")
 }
 
 // Body and read bounds of the main host's own endpoints (sign-in forms,

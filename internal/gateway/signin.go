@@ -51,7 +51,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		}
 		if err := r.ParseForm(); err != nil {
 			s.Metrics.signinFailed("bad_form")
-			formError(w, err)
+			formError(w, r, err)
 			return
 		}
 	}

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -78,5 +80,33 @@ func TestThrottleRefund(t *testing.T) {
 	refund, wait := th.take("alice", now.Add(time.Second))
 	if refund != nil || wait <= 0 || wait > accountEvery {
 		t.Errorf("past the burst: refund %v, wait %s; want a wait of at most %s", refund != nil, wait, accountEvery)
+	}
+}
+
+// TestFormErrorsAreTheGatewaysPages: a form the gateway cannot read is
+// answered with the gateway's own page in a browser, and as plain text
+// to a script, with the status that says why.
+func TestFormErrorsAreTheGatewaysPages(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		err    error
+		accept string
+		code   int
+		ctype  string
+	}{
+		"too large, a browser": {&http.MaxBytesError{Limit: 1}, "text/html", http.StatusRequestEntityTooLarge, "text/html; charset=utf-8"},
+		"too large, a script":  {&http.MaxBytesError{Limit: 1}, "*/*", http.StatusRequestEntityTooLarge, "text/plain; charset=utf-8"},
+		"malformed, a browser": {errors.New("invalid semicolon separator"), "text/html", http.StatusBadRequest, "text/html; charset=utf-8"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(http.MethodPost, "/login", nil)
+			r.Header.Set("Accept", tc.accept)
+			w := httptest.NewRecorder()
+			formError(w, r, tc.err)
+			if w.Code != tc.code || w.Header().Get("Content-Type") != tc.ctype {
+				t.Errorf("%d %q, want %d %q", w.Code, w.Header().Get("Content-Type"), tc.code, tc.ctype)
+			}
+		})
 	}
 }
