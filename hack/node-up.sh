@@ -105,6 +105,9 @@ ip -n "$NS" addr add "$NODE_IP/30" dev eth0
 ip -n "$NS" link set eth0 up
 ip -n "$NS" route add default via "$HOST_IP"
 ip netns exec "$NS" sysctl -qw net.ipv4.ip_forward=1
+# Pod-to-pod traffic on the node is bridged; NetworkPolicy (kube-router's
+# iptables rules) sees it only with this on. Per namespace on this kernel.
+ip netns exec "$NS" sysctl -qw net.bridge.bridge-nf-call-iptables=1
 # Pods reach the API server (on the host) through the node's address, so
 # the host needs no route to the pod network.
 ip netns exec "$NS" nft -f - <<EOF
@@ -279,7 +282,7 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 EOF
 launch kube-proxy "${in_node[@]}" "$BIN/kube-proxy" --config="$STATE/kube-proxy.yaml"
 launch kube-router "${in_node[@]}" "$BIN/kube-router" --kubeconfig="$STATE/admin.kubeconfig" --hostname-override="$NODE_NAME" \
-  --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+  --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false --service-cluster-ip-range="$SVC_CIDR" \
   --metrics-port=0 --health-port=20244
 cat >"$STATE/Corefile" <<EOF
 .:53 {
