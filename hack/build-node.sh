@@ -40,24 +40,29 @@ kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${k8s_version} -
 debian_packages=(containerd runc containernetworking-plugins)
 debian_bins=(/usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/sbin/runc)
 cni_plugins=(bridge host-local portmap loopback)
+# Used from PATH at run time, not copied: nft (kube-proxy's nftables mode
+# runs it), iptables and ipset (kube-router's firewall and the bridge
+# plugin's ipMasq), conntrack (kube-proxy clears UDP entries with it).
+runtime_packages=(nftables iptables ipset conntrack)
+runtime_bins=(/usr/sbin/nft /usr/sbin/iptables /usr/sbin/ipset /usr/sbin/conntrack)
 need_apt=0
-for f in "${debian_bins[@]}"; do [[ -x $f ]] || need_apt=1; done
+for f in "${debian_bins[@]}" "${runtime_bins[@]}"; do [[ -x $f ]] || need_apt=1; done
 for p in "${cni_plugins[@]}"; do [[ -x /usr/lib/cni/$p ]] || need_apt=1; done
 if ((need_apt)); then
   if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "build-node: containerd, runc and the CNI plugins come from Debian's packages (${debian_packages[*]}); installing them needs root and apt-get" >&2
+    echo "build-node: containerd, runc and the CNI plugins come from Debian's packages (${debian_packages[*]}); installing them (and ${runtime_packages[*]}) needs root and apt-get" >&2
     exit 1
   fi
   start=$SECONDS
   log=$(mktemp "$dir/.apt.log.XXXXXX")
-  if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${debian_packages[@]}"; } >"$log" 2>&1; then
+  if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${debian_packages[@]}" "${runtime_packages[@]}"; } >"$log" 2>&1; then
     echo "node: apt-get install ${debian_packages[*]} failed:" >&2
     cat "$log" >&2
     rm -f "$log"
     exit 1
   fi
   rm -f "$log"
-  echo "node: installed ${debian_packages[*]} from Debian in $((SECONDS - start))s" >&2
+  echo "node: installed ${debian_packages[*]} ${runtime_packages[*]} from Debian in $((SECONDS - start))s" >&2
 fi
 # Copy when the installed package version differs from the copied one.
 debian_versions=$(dpkg-query -W "${debian_packages[@]}" 2>/dev/null || true)
