@@ -31,14 +31,17 @@ node_pids() {
   done
   ip netns pids "$NS" 2>/dev/null
 }
+# Zombies cannot be killed; they leave the cgroup once their parent reaps
+# them (the cgroup removal below waits for that).
+live() { while read -r p; do [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) =~ ^[^Z]$ ]] && echo "$p"; done; }
 for _ in $(seq 50); do
-  pids=$(node_pids | sort -un | grep -vx "$$" || true)
+  pids=$(node_pids | sort -un | grep -vx "$$" | live || true)
   [[ -z $pids ]] && break
   # shellcheck disable=SC2086
   kill -9 $pids 2>/dev/null
   sleep 0.1
 done
-if [[ -n $(node_pids | sort -un | grep -vx "$$" || true) ]]; then
+if [[ -n $(node_pids | sort -un | grep -vx "$$" | live || true) ]]; then
   log "processes still alive: $(node_pids | sort -un | tr '\n' ' ')"
   failed=1
 fi
@@ -67,7 +70,7 @@ if nft list table ip userland-node >/dev/null 2>&1; then nft delete table ip use
 # 4. Cgroups, deepest first (a cgroup dir is removed with rmdir once empty).
 for h in /sys/fs/cgroup/*/; do
   [[ -d $h$CG ]] || continue
-  for _ in $(seq 20); do
+  for _ in $(seq 50); do
     find "$h$CG" -depth -type d -exec rmdir {} \; 2>/dev/null
     [[ -d $h$CG ]] || break
     sleep 0.1
