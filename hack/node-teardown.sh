@@ -13,6 +13,8 @@ NS=${USERLAND_NODE_NETNS:-userland-node}
 CG=${USERLAND_NODE_CGROUP:-userland-node}
 HOST_IF=ulnode0
 log() { echo "node-teardown: $*" >&2; }
+t0=$(date +%s.%N)
+step() { log "$1 done at $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')s"; }
 [[ $(id -u) == 0 ]] || { log "needs root"; exit 1; }
 failed=0
 
@@ -46,6 +48,7 @@ if [[ -n $(node_pids | sort -un | grep -vx "$$" | live || true) ]]; then
   failed=1
 fi
 
+step processes
 # 2. Mounts on the host under $STATE: the pinned mount namespace (whose
 # own mounts — container root filesystems, volumes, pod netns files — go
 # with it once its processes are gone) and its bind mount. Deepest first.
@@ -59,14 +62,21 @@ if awk -v s="$STATE" 'index($5, s) == 1 {f=1} END {exit !f}' /proc/self/mountinf
   failed=1
 fi
 
+step mounts
 # 3. Network namespace (its veth end, bridge, routes, nftables tables,
 # iptables rules and ipsets go with it) and the host end of the veth.
 if ip netns list | grep -qw "$NS"; then ip netns del "$NS" || failed=1; fi
-if ip link show "$HOST_IF" >/dev/null 2>&1; then ip link del "$HOST_IF" || failed=1; fi
+# Deleting the namespace deletes the pair asynchronously: wait for the host
+# end to go before deleting it by hand (it is gone already after a crash
+# that left no namespace).
+for _ in $(seq 20); do ip link show "$HOST_IF" >/dev/null 2>&1 || break; sleep 0.1; done
+ip link del "$HOST_IF" 2>/dev/null
+if ip link show "$HOST_IF" >/dev/null 2>&1; then log "veth $HOST_IF left"; failed=1; fi
 # A crash can leave the host's nftables with a node table only if a part ran
 # outside the namespace; remove the node's own table if it ever shows up.
 if nft list table ip userland-node >/dev/null 2>&1; then nft delete table ip userland-node || failed=1; fi
 
+step "network namespace"
 # 4. Cgroups, deepest first (a cgroup dir is removed with rmdir once empty).
 for h in /sys/fs/cgroup/*/; do
   [[ -d $h$CG ]] || continue
@@ -78,6 +88,7 @@ for h in /sys/fs/cgroup/*/; do
   if [[ -d $h$CG ]]; then log "cgroup $h$CG left"; failed=1; fi
 done
 
+step cgroups
 # 5. Sysctls the kubelet set host-wide.
 if [[ -f $STATE/sysctl.saved ]]; then
   while IFS= read -r kv; do sysctl -qw "$kv" || failed=1; done <"$STATE/sysctl.saved"
