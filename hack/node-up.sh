@@ -281,9 +281,6 @@ nodePortAddresses: [primary]
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
 launch kube-proxy "${in_node[@]}" "$BIN/kube-proxy" --config="$STATE/kube-proxy.yaml"
-launch kube-router "${in_node[@]}" "$BIN/kube-router" --kubeconfig="$STATE/admin.kubeconfig" --hostname-override="$NODE_NAME" \
-  --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false --service-cluster-ip-range="$SVC_CIDR" \
-  --metrics-port=0 --health-port=20244
 cat >"$STATE/Corefile" <<EOF
 .:53 {
     bind $NODE_IP
@@ -300,4 +297,9 @@ launch coredns "${in_node[@]}" "$BIN/coredns" -conf "$STATE/Corefile"
 
 node_ready() { api "/api/v1/nodes/$NODE_NAME" | python3 -c 'import json,sys; n=json.load(sys.stdin); sys.exit(0 if any(c["type"]=="Ready" and c["status"]=="True" for c in n["status"]["conditions"]) else 1)'; }
 wait_for "node $NODE_NAME Ready" 120 node_ready
+# kube-router exits ("failed to identify the node") if its Node does not
+# exist yet, so it starts after the kubelet registered it.
+launch kube-router "${in_node[@]}" "$BIN/kube-router" --kubeconfig="$STATE/admin.kubeconfig" --hostname-override="$NODE_NAME" \
+  --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false --service-cluster-ip-range="$SVC_CIDR" \
+  --metrics-port=0 --health-port=20244
 echo "$STATE"
