@@ -22,6 +22,7 @@ import (
 // course.StaffMayReach): carol's environment, its address, phase and last
 // activity.
 func TestAdversaryStaffListOtherStaffsEnvironments(t *testing.T) {
+	t.Parallel()
 	f := setupCourse(t)
 	var carols string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

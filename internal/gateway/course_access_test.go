@@ -141,6 +141,7 @@ func bindCourseManager(t *testing.T, ns, user string) {
 // token, are refused with 403 and change nothing; alice's own environment
 // stays hidden from him.
 func TestStaffCannotChangeTheRoster(t *testing.T) {
+	t.Parallel()
 	f := setupCourse(t)
 	bob := browser(t)
 	signIn(t, bob, f.gateway.URL, "bob", "bob-pw")
@@ -187,6 +188,7 @@ func TestStaffCannotChangeTheRoster(t *testing.T) {
 // gateway's prefixes. A RoleBinding to carol's IdP name grants nothing;
 // one to idp:carol lets her import a roster and act on everyone.
 func TestCourseManagerImportsUnderThePrefixedName(t *testing.T) {
+	t.Parallel()
 	f := setupCourse(t)
 	carol := browser(t)
 	signIn(t, carol, f.gateway.URL, "carol", "carol-pw")
@@ -242,6 +244,7 @@ func TestCourseManagerImportsUnderThePrefixedName(t *testing.T) {
 // whether someone may change the course, nothing changes and the page
 // says to try again.
 func TestCourseChangeCheckFailingDenies(t *testing.T) {
+	t.Parallel()
 	f := setupCourse(t)
 	bindCourseManager(t, f.ns, "idp:carol")
 	// A reviewer whose identity may not create SubjectAccessReviews: every
@@ -272,6 +275,7 @@ func TestCourseChangeCheckFailingDenies(t *testing.T) {
 // kept. Staff without any role stop and start an environment the course
 // made for a student; the student stops and starts their own.
 func TestStaffAndStudentsStillActOnEnvironments(t *testing.T) {
+	t.Parallel()
 	f := setupCourse(t)
 	ctx := context.Background()
 	var name string
@@ -342,6 +346,7 @@ func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...
 // roster import asks the API server once however long the roster is.
 // Measured: the import's time, and one review's.
 func TestCourseImportOf500RowsAsksOnce(t *testing.T) {
+	t.Parallel()
 	f := setupCourse(t)
 	bindCourseManager(t, f.ns, "idp:carol")
 	counting := &countingClient{Client: f.server.Dashboard.Access.Client}
@@ -388,6 +393,7 @@ func TestCourseImportOf500RowsAsksOnce(t *testing.T) {
 // alone imports nothing through the gateway; with RBAC's create on
 // Userlands in the namespace (under the prefixed name) they do.
 func TestRosterImportNeedsCreateOnUserlands(t *testing.T) {
+	t.Parallel()
 	f := setupCourse(t)
 	root := browser(t)
 	token := dashboardToken(t, root, f.fixture, "root", "root-pw")

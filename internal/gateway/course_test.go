@@ -42,6 +42,7 @@ func as(user, groups string) map[string]string {
 // reach every one of them through the gateway, a fellow student reaches
 // none; beyond the running limit a student gets their place in line.
 func TestCourseFromAGroup(t *testing.T) {
+	t.Parallel()
 	f := setup(t, trustedHeaders)
 	ctx := context.Background()
 	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").Idle(5 * time.Minute).Obj()
@@ -114,6 +115,7 @@ func TestCourseFromAGroup(t *testing.T) {
 // TestCourseBeforeItsTerm: before the term a student's page says when it
 // starts, and nothing is started.
 func TestCourseBeforeItsTerm(t *testing.T) {
+	t.Parallel()
 	f := setup(t, trustedHeaders)
 	ctx := context.Background()
 	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").Obj()
@@ -160,6 +162,7 @@ func courseEnv(courseName, user string) string {
 // (which sign-in leaves out of the course), not one an earlier version
 // adopted into the course.
 func TestCourseStaffReachOnlyWhatTheCourseMadeForStudents(t *testing.T) {
+	t.Parallel()
 	f := setup(t, trustedHeaders)
 	ctx := context.Background()
 	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").Obj()

@@ -66,6 +66,7 @@ func suspended(t *testing.T, ns, name string) bool {
 // forms over HTTP under the shipped gateway role: the owner and an admin
 // may act, nobody else, and never without the session's token.
 func TestDashboardActionsAreAuthorisedAndCSRFProtected(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	alice := browser(t)
 	token := dashboardToken(t, alice, f, "alice", "alice-pw")
@@ -151,6 +152,7 @@ func TestDashboardActionsAreAuthorisedAndCSRFProtected(t *testing.T) {
 // environment in the dashboard; alice's Start is refused with the reason,
 // and opening it does not wake it. The administrator's Start does.
 func TestStaffSuspensionHoldsAgainstTheOwner(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	root := browser(t)
 	rootToken := dashboardToken(t, root, f, "root", "root-pw")

@@ -96,6 +96,7 @@ func (h hostsFixture) signInThroughHandoffTo(t *testing.T, c *http.Client, user,
 }
 
 func TestEnvironmentHostsSignInThroughTheHandoff(t *testing.T) {
+	t.Parallel()
 	h := setupHosts(t)
 	c := h.browser(t)
 	resp := h.signInThroughHandoff(t, c, "alice", "alice-pw", "alice")
@@ -284,6 +285,7 @@ func TestFetchMetadataKeepsOtherSitesOut(t *testing.T) {
 // and a--p in q) and one whose readable host would pass 63 characters;
 // each owner reaches exactly their own environment on its own host.
 func TestHostsOfLookAlikeAndLongNamesStayApart(t *testing.T) {
+	t.Parallel()
 	h := setupHosts(t)
 	ctx := context.Background()
 	suffix := strings.ToLower(strings.ReplaceAll(t.Name()[:4], "_", ""))

@@ -331,6 +331,7 @@ func get(t *testing.T, c *http.Client, u string, header map[string]string) (*htt
 }
 
 func TestSignInThenReachOwnEnvironment(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	c := browser(t)
 	envURL := f.gateway.URL + "/u/" + f.ns + "/alice/notebooks/x?y=1"
@@ -381,6 +382,7 @@ func TestSignInThenReachOwnEnvironment(t *testing.T) {
 }
 
 func TestNobodyReachesAnotherUsersEnvironment(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	bob := browser(t)
 	signIn(t, bob, f.gateway.URL, "bob", "bob-pw")
@@ -595,6 +597,7 @@ func TestSlowStartShowsTheProgressPage(t *testing.T) {
 }
 
 func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		cidr string
 		want int
@@ -620,6 +623,7 @@ func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {
 }
 
 func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	ctx := context.Background()
 	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").AutoProvision("uni.example.ac.jp").Obj()
@@ -664,6 +668,7 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 // gateway's cache, so the cache must show it when provisioning returns,
 // not a moment later (make bench's class start met "not found" there).
 func TestAutoProvisionedIsReadableAtOnce(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	ctx := context.Background()
 	// A domain of its own: templates of other tests, in namespaces being
@@ -690,6 +695,7 @@ func TestAutoProvisionedIsReadableAtOnce(t *testing.T) {
 // may sign the user out. Only the gateway's own form, carrying the
 // session's token, does.
 func TestLogoutNeedsThePostAndItsToken(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	c := browser(t)
 	signIn(t, c, f.gateway.URL, "alice", "alice-pw")
@@ -754,6 +760,7 @@ func TestLogoutNeedsThePostAndItsToken(t *testing.T) {
 }
 
 func TestSuspendedEnvironmentIsNotWoken(t *testing.T) {
+	t.Parallel()
 	f := setup(t, func(s *gateway.Server) { s.WakeTimeout = time.Second })
 	ctx := context.Background()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -783,6 +790,7 @@ func TestSuspendedEnvironmentIsNotWoken(t *testing.T) {
 }
 
 func TestFailedEnvironmentExplainsAndHeldRequestsTimeOut(t *testing.T) {
+	t.Parallel()
 	f := setup(t, func(s *gateway.Server) { s.WakeTimeout = time.Second })
 	ctx := context.Background()
 	failPod(t, f.ns, "alice", corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "pull access denied"})

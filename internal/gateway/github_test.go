@@ -25,6 +25,7 @@ import (
 // login, and the newcomer, signing in with the old login, gets none, not
 // even one made under the login before the gateway keyed on IDs.
 func TestGitHubRenameDoesNotHandOverEnvironments(t *testing.T) {
+	t.Parallel()
 	f := setup(t, nil)
 	ctx := context.Background()
 	for _, ul := range []*v1alpha1.Userland{

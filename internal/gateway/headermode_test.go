@@ -29,6 +29,7 @@ const oauth2ProxyCookies = "_oauth2_proxy_0=c2Vzc2lvbi1wYXJ0LTE|1700000000|sig; 
 // header). With them an environment's code could act as the user at the
 // proxy or the SSO. None reach the environment, unless configured to.
 func TestHeaderModeKeepsTheProxysCredentialsFromEnvironments(t *testing.T) {
+	t.Parallel()
 	headerMode := func(o *gateway.Options) {
 		o.AuthMode = "header"
 		o.TrustedUserHeader, o.TrustedEmailHeader, o.TrustedGroupsHeader = "X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Groups"

@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseSessionKeys(t *testing.T) {
+	t.Parallel()
 	k1 := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("a", 64)))
 	k2 := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("b", 64)))
 	keys, err := ParseSessionKeys("# newest first\n" + k1 + "\n\n" + k2 + "\n")

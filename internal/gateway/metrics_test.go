@@ -11,6 +11,7 @@ import (
 )
 
 func TestAccessLogHasNoSecrets(t *testing.T) {
+	t.Parallel()
 	var lines []string
 	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
 	h := observe(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -33,6 +33,7 @@ func TestThrottleMemoryIsBounded(t *testing.T) {
 }
 
 func TestClientAddr(t *testing.T) {
+	t.Parallel()
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	for name, tc := range map[string]struct {
 		remote string
@@ -63,6 +64,7 @@ func TestClientAddr(t *testing.T) {
 
 // A refunded attempt (a successful sign-in) costs nothing; failures do.
 func TestThrottleRefund(t *testing.T) {
+	t.Parallel()
 	th := newThrottle(accountEvery, accountBurst)
 	now := time.Now()
 	for i := range 3 * accountBurst {
