@@ -27,10 +27,11 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/userland-dev/userland/internal/image"
 )
 
 const binPath = "/nodeimage"
@@ -121,7 +122,7 @@ func pack(dir string) error {
 		if err != nil {
 			return err
 		}
-		if err := writeArchive(img, im.ref, filepath.Join(dir, im.file)); err != nil {
+		if err := image.WriteOCIArchive(img, im.ref, filepath.Join(dir, im.file)); err != nil {
 			return err
 		}
 		d, _ := img.Digest()
@@ -171,58 +172,4 @@ func build(bin []byte, mode, user string) (v1.Image, error) {
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config = v1.Config{User: user, Entrypoint: []string{binPath, mode}, Env: []string{"PATH=/"}}
 	return mutate.ConfigFile(img, cfg)
-}
-
-func writeArchive(img v1.Image, ref, path string) error {
-	tmp, err := os.MkdirTemp("", "node-image-")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(tmp) }()
-	p, err := layout.Write(tmp, empty.Index)
-	if err != nil {
-		return err
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
-		return err
-	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	tw := tar.NewWriter(out)
-	err = filepath.Walk(tmp, func(p string, info os.FileInfo, err error) error {
-		if err != nil || p == tmp {
-			return err
-		}
-		rel, _ := filepath.Rel(tmp, p)
-		hdr, err := tar.FileInfoHeader(info, "")
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if info.IsDir() {
-			hdr.Name += "/"
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if info.IsDir() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = f.Close() }()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err == nil {
-		err = tw.Close()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
