@@ -30,6 +30,9 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	pending map[types.NamespacedName]use
+	// written is when (by the clock, not the use's own time) each
+	// environment's activity was last written, kept only while that is
+	// within Interval: older entries allow a write anyway.
 	written map[types.NamespacedName]time.Time
 }
 
@@ -77,12 +80,22 @@ func (r *Recorder) KeepRunning(ctx context.Context, key types.NamespacedName) er
 	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityKeepRunning})
 }
 
-// Flush writes pending activity older writes than Interval allow.
+// Flush writes each pending use whose environment's last write is at least
+// Interval ago by the clock. A use that came soon after a write waits for the
+// interval to pass and is then written, so the last use before someone stops
+// working is never lost, and an idle stop is never earlier than the use
+// allows. An environment nobody uses has nothing pending and costs no write.
 func (r *Recorder) Flush(ctx context.Context) {
+	now := r.now()
 	r.mu.Lock()
 	due := map[types.NamespacedName]use{}
+	for key, last := range r.written {
+		if now.Sub(last) >= r.interval() {
+			delete(r.written, key) // a write is allowed again; keep the map small
+		}
+	}
 	for key, u := range r.pending {
-		if last, ok := r.written[key]; ok && u.at.Sub(last) < r.interval() {
+		if _, recent := r.written[key]; recent {
 			continue
 		}
 		due[key] = u
@@ -126,7 +139,7 @@ func (r *Recorder) write(ctx context.Context, key types.NamespacedName, u use) e
 	if r.written == nil {
 		r.written = map[types.NamespacedName]time.Time{}
 	}
-	r.written[key] = u.at
+	r.written[key] = r.now()
 	return nil
 }
 

@@ -115,3 +115,65 @@ func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
 		t.Errorf("after the outage: last activity %v, want the use during it (%v)", got.Status.LastActivityTime, used)
 	}
 }
+
+// Use that comes within the interval after a write is written once the
+// interval has passed, even if nothing follows it: the last minute of
+// someone's work is not lost, and the idle stop is not brought forward by it.
+// Before the fix, Flush compared the use's time with the last write, not the
+// clock, so this use stayed pending for ever.
+func TestFlushWritesTheLastUseAfterTheInterval(t *testing.T) {
+	t.Parallel()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
+	writes := 0
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	start := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
+	now := start
+	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
+	ctx := context.Background()
+	stored := func() time.Time {
+		var got v1alpha1.Userland
+		if err := c.Get(ctx, key, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.LastActivityTime == nil {
+			return time.Time{}
+		}
+		return got.Status.LastActivityTime.UTC()
+	}
+
+	r.Touch(key, v1alpha1.ActivityWebSocket)
+	r.Flush(ctx) // written: 09:00:00
+	now = start.Add(30 * time.Second)
+	r.Touch(key, v1alpha1.ActivityWebSocket) // the last keystroke, 09:00:30
+	lastUse := now
+	for _, step := range []time.Duration{45 * time.Second, 59 * time.Second} {
+		now = start.Add(step)
+		r.Flush(ctx)
+		if got := stored(); !got.Equal(start) {
+			t.Fatalf("at +%v: stored %v, want %v (no second write within the interval)", step, got, start)
+		}
+	}
+	now = start.Add(time.Minute)
+	r.Flush(ctx)
+	if got := stored(); !got.Equal(lastUse) {
+		t.Fatalf("a minute after the first write: stored %v, want the last use %v", got, lastUse)
+	}
+	// Nothing more is used: later flushes write nothing.
+	for i := range 10 {
+		now = start.Add(time.Duration(2+i) * time.Minute)
+		r.Flush(ctx)
+	}
+	if writes != 2 {
+		t.Errorf("%d writes, want 2 (the first use, then the last)", writes)
+	}
+	t.Logf("writes: %d; stored last use %v", writes, stored())
+}
