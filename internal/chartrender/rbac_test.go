@@ -38,7 +38,7 @@ var reviewed = map[string][]grant{
 		{what: "authorization.k8s.io/subjectaccessreviews: create", why: "the webhooks ask whether the requester may do what an object asks for (enroll in a course)"},
 		{what: "events.k8s.io/events: create patch", why: "events on Userlands and Courses, in their namespaces"},
 		{what: "namespaces: get list watch", why: "their labels decide ClusterTemplate allowedNamespaces: the webhooks read them, the controller watches them"},
-		{what: "networking.k8s.io/networkpolicies: create get list patch watch", why: "one NetworkPolicy per Userland, admitting only the gateway"},
+		{what: "networking.k8s.io/networkpolicies: create delete get list patch watch", why: "one NetworkPolicy per namespace and template, admitting only the gateway; delete: the per-Userland policies of earlier versions once their pods are covered, and shared ones whose template is gone and unused"},
 		{what: "persistentvolumeclaims: create get list patch watch", why: "a Userland's claims; no delete: reclaimPolicy Delete goes through owner references"},
 		{what: "pods: get list watch", why: "environment health (only managed-by=userland pods are cached)"},
 		{what: "services: create delete get list patch watch", why: "one Service per Userland; delete when a template stops exposing a port"},

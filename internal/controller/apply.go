@@ -18,6 +18,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/reconcile"
 )
 
 // apply brings a Deployment or NetworkPolicy to desired, sending nothing
@@ -31,6 +32,10 @@ import (
 // create's field ownership is converted into the apply's (csaupgrade), so
 // a field the template drops is removed rather than left behind.
 func (r *UserlandReconciler) apply(ctx context.Context, s *reconcileState, desired, cached client.Object) error {
+	kind := desired.GetObjectKind().GroupVersionKind().Kind
+	if !r.createOnce(s, kind, desired, cached) {
+		return nil
+	}
 	hash := hashOf(desired)
 	if cached != nil && cached.GetAnnotations()[AnnotationAppliedHash] == hash {
 		return nil
@@ -42,10 +47,10 @@ func (r *UserlandReconciler) apply(ctx context.Context, s *reconcileState, desir
 	annotations[AnnotationAppliedHash] = hash
 	desired.SetAnnotations(annotations)
 
-	kind := desired.GetObjectKind().GroupVersionKind().Kind
 	if cached == nil {
 		err := r.Client.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner))
 		if err == nil {
+			r.created.Created(kind, client.ObjectKeyFromObject(desired), s.now)
 			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -72,12 +77,30 @@ func (r *UserlandReconciler) apply(ctx context.Context, s *reconcileState, desir
 	return nil
 }
 
+// createOnce says whether a child may be written now. A child this process
+// created that the cache does not show yet is not created again (the
+// informer's event brings the next reconcile; s.recheck covers one deleted
+// before the cache saw it); one the cache shows is no longer awaited.
+func (r *UserlandReconciler) createOnce(s *reconcileState, kind string, desired, cached client.Object) bool {
+	key := client.ObjectKeyFromObject(desired)
+	if cached != nil {
+		r.created.Observed(kind, key)
+		return true
+	}
+	left, pending := r.created.Pending(kind, key, s.now)
+	if pending {
+		s.recheck = reconcile.LowestRequeue(ctrl.Result{RequeueAfter: s.recheck}, ctrl.Result{RequeueAfter: left}).RequeueAfter
+	}
+	return !pending
+}
+
 // errNameConflict means a child's name is taken by an object this Userland
 // does not control.
 var errNameConflict = errors.New("name taken by an object this Userland does not own")
 
 // existsUncached handles a create that found the object already there
-// though the cache did not show it. If it is this Userland's, the cache
+// though the cache did not show it. If it is this Userland's (or, for a
+// shared child, Userland's), the cache
 // lags and the object's own event brings the next reconcile, so nothing is
 // written; if it is another party's, that is errNameConflict.
 func (r *UserlandReconciler) existsUncached(ctx context.Context, s *reconcileState, desired client.Object) error {
@@ -85,7 +108,13 @@ func (r *UserlandReconciler) existsUncached(ctx context.Context, s *reconcileSta
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), live); err != nil {
 		return fmt.Errorf("reading %s/%s: %w", desired.GetNamespace(), desired.GetName(), err)
 	}
-	if !metav1.IsControlledBy(live, s.ul) {
+	ours := metav1.IsControlledBy(live, s.ul)
+	if len(desired.GetOwnerReferences()) == 0 {
+		// A shared child (the template's NetworkPolicy) has no owner: it
+		// is ours when it carries our label.
+		ours = live.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue
+	}
+	if !ours {
 		return fmt.Errorf("%s %s/%s: %w", desired.GetObjectKind().GroupVersionKind().Kind, desired.GetNamespace(), desired.GetName(), errNameConflict)
 	}
 	return nil

@@ -40,6 +40,14 @@ const (
 	LabelVolume = "userland.dev/volume"
 	// LabelRetained marks claims kept after their Userland was deleted.
 	LabelRetained = "userland.dev/retained"
+	// LabelNetworkPolicy on an environment pod names the NetworkPolicy
+	// that isolates it (naming.TemplateNetworkPolicy), which selects pods by
+	// it; the policy carries it too, so its events map to the template.
+	LabelNetworkPolicy = "userland.dev/network-policy"
+	// AnnotationTemplateKind and AnnotationTemplateName on a shared
+	// NetworkPolicy say which template it is for.
+	AnnotationTemplateKind = "userland.dev/template-kind"
+	AnnotationTemplateName = "userland.dev/template-name"
 )
 
 // Environment variables every container receives.
@@ -117,6 +125,9 @@ func PodTemplate(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Rout
 func PodTemplateFor(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Routes, c *v1alpha1.Course, role course.Role) corev1.PodTemplateSpec {
 	pod := *spec.PodTemplate.DeepCopy()
 	pod.Labels = mergeLabels(pod.Labels, childLabels(ul))
+	// Set last, over the template's own labels: the shared policy selects
+	// pods by it, and a pod without it would be open to everyone.
+	pod.Labels[LabelNetworkPolicy] = naming.TemplateNetworkPolicy(ul.Spec.TemplateRef.Kind, ul.Spec.TemplateRef.Name)
 	if pod.Spec.AutomountServiceAccountToken == nil {
 		pod.Spec.AutomountServiceAccountToken = ptr.To(false)
 	}

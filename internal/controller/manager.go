@@ -68,6 +68,10 @@ type Options struct {
 	// RolloutIdleAfter is how long without activity makes a WhenIdle
 	// rollout due.
 	RolloutIdleAfter time.Duration
+	// FirstStatusWindow is how long a new environment's first Starting
+	// status waits, so one that is Ready within it is written once; zero
+	// writes Starting at once.
+	FirstStatusWindow time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// Registry receives the controller's metrics; default controller-runtime's
@@ -155,19 +159,23 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding indexes: %w", err)
 	}
 	r := &UserlandReconciler{
-		Client:           mgr.GetClient(),
-		APIReader:        mgr.GetAPIReader(),
-		Recorder:         mgr.GetEventRecorder("userland-controller"),
-		Clock:            opts.Clock,
-		Routes:           Routes{GatewayURL: gatewayURL, Domain: opts.BaseDomain},
-		GatewaySelector:  selector,
-		GatewayNamespace: opts.GatewayNamespace,
-		ClusterDNS:       dns,
-		RolloutIdleAfter: opts.RolloutIdleAfter,
-		Metrics:          NewMetrics(opts.Registry, mgr.GetCache()),
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Recorder:          mgr.GetEventRecorder("userland-controller"),
+		Clock:             opts.Clock,
+		Routes:            Routes{GatewayURL: gatewayURL, Domain: opts.BaseDomain},
+		GatewaySelector:   selector,
+		GatewayNamespace:  opts.GatewayNamespace,
+		ClusterDNS:        dns,
+		RolloutIdleAfter:  opts.RolloutIdleAfter,
+		FirstStatusWindow: opts.FirstStatusWindow,
+		Metrics:           NewMetrics(opts.Registry, mgr.GetCache()),
 	}
 	if err := r.SetupWithManager(mgr, opts.Workers); err != nil {
 		return nil, fmt.Errorf("setting up userland controller: %w", err)
+	}
+	if err := (&SharedPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up shared network policy controller: %w", err)
 	}
 	for _, kind := range []v1alpha1.TemplateKind{v1alpha1.TemplateKindTemplate, v1alpha1.TemplateKindClusterTemplate} {
 		if err := (&TemplateStatusReconciler{Client: mgr.GetClient(), Kind: kind, Clock: opts.Clock}).SetupWithManager(mgr); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // wantIngress is what every environment admits: the gateway's pods in the
@@ -40,6 +41,22 @@ func dnsTo(ns string, pods map[string]string, cidrs ...string) []networkingv1.Ne
 		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
 	}
 	return to
+}
+
+// templateRef refers to the namespace's Template name.
+func templateRef(name string) v1alpha1.TemplateReference {
+	return v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: name}
+}
+
+// sharedPolicy is the name of the NetworkPolicy shared by the environments
+// of the namespace's Template name.
+func sharedPolicy(template string) string {
+	return naming.TemplateNetworkPolicy(v1alpha1.TemplateKindTemplate, template)
+}
+
+// sharedSelector is how that policy selects their pods.
+func sharedSelector(template string) metav1.LabelSelector {
+	return metav1.LabelSelector{MatchLabels: map[string]string{controller.LabelNetworkPolicy: sharedPolicy(template)}}
 }
 
 var kubeDNS = dnsTo("kube-system", map[string]string{"k8s-app": "kube-dns"})
@@ -122,8 +139,8 @@ func TestNetworkPolicyForEachEgressMode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpl := template("ns", tc.name, "example.org/app:1")
 			tmpl.Spec.Network = tc.network
-			np := controller.NetworkPolicy(userland("ns", "u", "alice", tc.name), &tmpl.Spec, "userland-system", gateway, tc.dns)
-			tc.want.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: "u"}}
+			np := controller.NetworkPolicy("ns", templateRef(tc.name), &tmpl.Spec, "userland-system", gateway, tc.dns)
+			tc.want.PodSelector = sharedSelector(tc.name)
 			if diff := cmp.Diff(tc.want, np.Spec); diff != "" {
 				t.Errorf("network policy (-want +got):\n%s", diff)
 			}
@@ -142,8 +159,11 @@ func TestNetworkPoliciesAreValid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tmpl := template(ns, tc.name, "example.org/app:1")
 			tmpl.Spec.Network = tc.network
-			np := controller.NetworkPolicy(userland(ns, tc.name, "alice", tc.name), &tmpl.Spec, "userland-system", gateway, tc.dns)
-			np.OwnerReferences = nil
+			np := controller.NetworkPolicy(ns, templateRef(tc.name), &tmpl.Spec, "userland-system", gateway, tc.dns)
+			// Stored as a plain policy: with the controller's label, the
+			// shared controller would delete it (its template is never
+			// created).
+			np.Labels, np.Annotations = nil, nil
 			if err := env.Client.Create(context.Background(), np); err != nil {
 				t.Fatalf("the API server refused the policy: %v", err)
 			}
@@ -189,10 +209,10 @@ func TestNetworkPolicyForEveryEgressSetting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env.WaitPhase(t, ns, tc.name, v1alpha1.PhaseReady)
 			var np networkingv1.NetworkPolicy
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: tc.name}, &np); err != nil {
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: sharedPolicy(tc.name)}, &np); err != nil {
 				t.Fatal(err)
 			}
-			tc.want.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: tc.name}}
+			tc.want.PodSelector = sharedSelector(tc.name)
 			if diff := cmp.Diff(tc.want, np.Spec); diff != "" {
 				t.Errorf("network policy (-want +got):\n%s", diff)
 			}
@@ -225,7 +245,7 @@ func TestEgressFollowsTheTemplate(t *testing.T) {
 	egressIs := func(want []networkingv1.NetworkPolicyEgressRule, types int) func(context.Context) (bool, error) {
 		return func(ctx context.Context) (bool, error) {
 			var np networkingv1.NetworkPolicy
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, &np); err != nil {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sharedPolicy("t")}, &np); err != nil {
 				return false, err
 			}
 			return cmp.Equal(want, np.Spec.Egress) && len(np.Spec.PolicyTypes) == types, nil

@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,18 +17,66 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
+// reconcileNetworkPolicy makes sure the NetworkPolicy shared by the
+// template's environments in this namespace exists and is current. Every
+// Userland of the template computes the same policy, so after the first
+// write the applied hash matches and the rest write nothing.
 func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desired := NetworkPolicy(s.ul, s.template.Spec, r.GatewayNamespace, r.GatewaySelector, r.ClusterDNS)
+	desired := NetworkPolicy(s.ul.Namespace, s.ul.Spec.TemplateRef, s.template.Spec, r.GatewayNamespace, r.GatewaySelector, r.ClusterDNS)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &networkingv1.NetworkPolicy{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.apply(ctx, s, desired, cached); err != nil {
-		return r.nameConflict(s, "NetworkPolicy", err)
+		if errors.Is(err, errNameConflict) {
+			// Fail closed: no pod is made while another party's policy
+			// holds the name the pods would be selected by.
+			return r.stall(s, v1alpha1.ReasonNameConflict, fmt.Sprintf("a NetworkPolicy named %q exists that Userland does not manage", desired.Name))
+		}
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
+}
+
+// retireOwnPolicy deletes the per-Userland NetworkPolicy (named after the
+// Userland and owned by it) that controllers before the shared policy made,
+// once nothing depends on it: the Deployment's pod template carries the
+// shared policy's label, and so does every pod of the environment still
+// there, a terminating one included. Until then both policies select the
+// old pods, which only ever narrows what reaches them. The pod template
+// gets the label through the template's rollout policy, so an upgrade
+// restarts nobody's running environment early.
+func (r *UserlandReconciler) retireOwnPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(s.ul), &networkingv1.NetworkPolicy{})
+	if err != nil || cached == nil || !metav1.IsControlledBy(cached, s.ul) {
+		return ctrl.Result{}, err
+	}
+	if !SharedPolicyCovers(naming.TemplateNetworkPolicy(s.ul.Spec.TemplateRef.Kind, s.ul.Spec.TemplateRef.Name), s.dep, s.pods) {
+		return ctrl.Result{}, nil // the Deployment's and pods' events bring the next look
+	}
+	uid := cached.GetUID()
+	if err := r.Client.Delete(ctx, cached, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("deleting the per-Userland NetworkPolicy %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// SharedPolicyCovers says whether the shared policy named policy selects
+// every pod the environment has and will have: dep's pod template (nil:
+// no Deployment, so no pods from it) and each of pods carry its label.
+func SharedPolicyCovers(policy string, dep *appsv1.Deployment, pods []corev1.Pod) bool {
+	if dep != nil && dep.Spec.Template.Labels[LabelNetworkPolicy] != policy {
+		return false
+	}
+	for i := range pods {
+		if pods[i].Labels[LabelNetworkPolicy] != policy {
+			return false
+		}
+	}
+	return true
 }
 
 // Where the cluster's DNS pods are in a kubeadm, kind, EKS, GKE or AKS
@@ -98,18 +148,36 @@ func (d ClusterDNS) orDefault() ClusterDNS {
 	return def
 }
 
-// NetworkPolicy admits traffic to the environment's pods only from the
-// gateway's pods in the gateway's own namespace, on the HTTP port. Both
-// selectors sit in one peer, so they must both match: a pod elsewhere that
-// copies the gateway's labels (anyone who can create pods can) is not
-// admitted. Other users' pods cannot reach it. Unless network.egress is
+// NetworkPolicy is the one policy that isolates every environment pod of
+// the template ref in namespace: it selects the pods by LabelNetworkPolicy
+// (which PodTemplateFor sets, overriding any the template's own pod labels
+// give) and admits traffic to them only from the gateway's pods in the
+// gateway's own namespace, on the HTTP port. Both selectors sit in one
+// peer, so they must both match: a pod elsewhere that copies the gateway's
+// labels (anyone who can create pods can) is not admitted. A policy admits
+// nothing between the pods it selects, so environments of one template are
+// as closed to each other as to anyone. Unless network.egress is
 // Unrestricted it also limits egress (see EgressRules).
-func NetworkPolicy(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, gatewayNamespace string, gateway *metav1.LabelSelector, dns ClusterDNS) *networkingv1.NetworkPolicy {
+//
+// One policy per namespace and template, not one per environment, saves a
+// write and an object per environment; its name (naming.TemplateNetworkPolicy)
+// is not a possible Userland name. It has no owner: it outlives any one
+// Userland, and the shared-policy reconciler deletes it once its template
+// is gone and nothing uses it.
+func NetworkPolicy(namespace string, ref v1alpha1.TemplateReference, spec *v1alpha1.TemplateSpec, gatewayNamespace string, gateway *metav1.LabelSelector, dns ClusterDNS) *networkingv1.NetworkPolicy {
+	name := naming.TemplateNetworkPolicy(ref.Kind, ref.Name)
 	np := &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: ownedMeta(ul),
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: namespace,
+			Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, LabelNetworkPolicy: name},
+			Annotations: map[string]string{
+				AnnotationTemplateKind: string(ref.Kind.OrDefault()),
+				AnnotationTemplateName: ref.Name,
+			},
+		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetworkPolicy: name}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From: []networkingv1.NetworkPolicyPeer{{

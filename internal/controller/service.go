@@ -28,6 +28,9 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if !r.createOnce(s, "Service", desired, cached) {
+		return ctrl.Result{}, nil
+	}
 	if cached == nil {
 		desired.Annotations = map[string]string{AnnotationAppliedHash: hash}
 		err := r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner))
@@ -37,6 +40,7 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("creating service %s/%s: %w", desired.Namespace, desired.Name, terminalIfNamespaceTerminating(err))
 		}
+		r.created.Created("Service", client.ObjectKeyFromObject(desired), s.now)
 		return ctrl.Result{}, nil
 	}
 	existing := cached.(*corev1.Service)

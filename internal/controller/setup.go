@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 	"maps"
@@ -52,7 +54,12 @@ func slimDeployment(obj any) (any, error) {
 	}
 	dep.ManagedFields = nil
 	dep.Spec.Template.Spec = corev1.PodSpec{}
-	dep.Spec.Template.Labels = nil
+	// Of the pod labels only the shared policy's is read (retireOwnPolicy).
+	if policy, ok := dep.Spec.Template.Labels[LabelNetworkPolicy]; ok {
+		dep.Spec.Template.Labels = map[string]string{LabelNetworkPolicy: policy}
+	} else {
+		dep.Spec.Template.Labels = nil
+	}
 	return dep, nil
 }
 
@@ -123,15 +130,26 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 // The namespace watch (labels, for allowedNamespaces):
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
+// createdTTL is how long a child this process created is not created again
+// while the cache does not show it; informers lag by milliseconds, seconds
+// when a class starts.
+const createdTTL = 5 * time.Second
+
 // SetupWithManager registers the Userland reconciler and its watches.
 func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.status = reconcile.NewStatusPatcher(r.Client, "userland", func(ul *v1alpha1.Userland) *v1alpha1.UserlandStatus { return &ul.Status })
+	r.firstStatus = &reconcile.FirstStatusHold{Window: r.FirstStatusWindow}
+	r.created.TTL = createdTTL
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userland").
 		For(&v1alpha1.Userland{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		// A shared policy deleted or changed by someone else is put back by
+		// the next of its Userlands.
+		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfSharedPolicy),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(userlandOfLabelled)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(userlandOfLabelled)).
 		Watches(&v1alpha1.Template{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindTemplate)),
@@ -153,6 +171,26 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 			builder.OnlyMetadata, builder.WithPredicates(labelsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// userlandsOfSharedPolicy maps a shared NetworkPolicy to the Userlands of
+// its template in its namespace.
+func (r *UserlandReconciler) userlandsOfSharedPolicy(ctx context.Context, obj client.Object) []ctrl.Request {
+	kind, name := obj.GetAnnotations()[AnnotationTemplateKind], obj.GetAnnotations()[AnnotationTemplateName]
+	if obj.GetLabels()[LabelNetworkPolicy] == "" || name == "" {
+		return nil
+	}
+	key := templates.Key(v1alpha1.TemplateKind(kind), obj.GetNamespace(), name)
+	var list v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexTemplateKey: key}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the userlands of a shared network policy", "policy", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }
 
 // userlandOfLabelled maps a labelled child (pods, claims) to its Userland.

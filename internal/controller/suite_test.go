@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,11 @@ func (c *offsetClock) Step(d time.Duration) {
 type writeCounter struct {
 	mu sync.Mutex
 	n  map[string]int
+	// status counts writes of Userlands' status, per namespace.
+	status map[string]int
+	// requests lists each namespace's writes ("PATCH /apis/..."), for
+	// failure messages.
+	requests map[string][]string
 }
 
 func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -96,9 +102,13 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 			w.mu.Lock()
 			if w.n == nil {
-				w.n = map[string]int{}
+				w.n, w.status, w.requests = map[string]int{}, map[string]int{}, map[string][]string{}
 			}
 			w.n[ns]++
+			w.requests[ns] = append(w.requests[ns], req.Method+" "+req.URL.Path)
+			if strings.Contains(req.URL.Path, "/userlands/") && strings.HasSuffix(req.URL.Path, "/status") {
+				w.status[ns]++
+			}
 			w.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
@@ -110,6 +120,20 @@ func (w *writeCounter) count(namespace string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.n[namespace] + w.n[""]
+}
+
+// requestsTo lists the writes to namespace so far.
+func (w *writeCounter) requestsTo(namespace string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.requests[namespace])
+}
+
+// statusWrites is the number of writes of Userlands' status in namespace.
+func (w *writeCounter) statusWrites(namespace string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status[namespace]
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -131,12 +155,12 @@ const gatewayURL = "https://userland.example.edu"
 // watch cluster-scoped objects; they do not run in parallel. The
 // package-wide controller (sharedController) is stopped first, so that
 // only one controller ever reconciles at a time.
-func startController(t *testing.T) *running {
+func startController(t *testing.T, options ...func(*controller.Options)) *running {
 	t.Helper()
 	if err := stopShared(); err != nil {
 		t.Errorf("the package-wide controller: %v", err)
 	}
-	r, stop := newController(t)
+	r, stop := newController(t, options...)
 	r.stop = func() {
 		if err := stop(); err != nil {
 			t.Errorf("manager: %v", err)
@@ -184,13 +208,13 @@ func stopShared() error {
 
 // newController starts a manager and returns the function that stops it
 // and says how it ended.
-func newController(t *testing.T) (*running, func() error) {
+func newController(t *testing.T, options ...func(*controller.Options)) (*running, func() error) {
 	t.Helper()
 	r := &running{clock: &offsetClock{}, writes: &writeCounter{}}
 	cfg := rest.CopyConfig(controllerConfig(t))
 	cfg.QPS, cfg.Burst = 500, 1000
 	cfg.WrapTransport = r.writes.wrap
-	mgr, err := controller.NewManager(cfg, controller.Options{
+	opts := controller.Options{
 		MetricsAddr:      "0",
 		ProbeAddr:        "0",
 		Workers:          8,
@@ -198,10 +222,16 @@ func newController(t *testing.T) (*running, func() error) {
 		GatewaySelector:  "app.kubernetes.io/name=userland-gateway",
 		GatewayNamespace: "userland-system",
 		RolloutIdleAfter: 10 * time.Minute,
-		Clock:            r.clock,
-		Registry:         prometheus.NewRegistry(),
-		AllowRestart:     true,
-	})
+		// As the flag's default: the tests see what production does.
+		FirstStatusWindow: time.Second,
+		Clock:             r.clock,
+		Registry:          prometheus.NewRegistry(),
+		AllowRestart:      true,
+	}
+	for _, o := range options {
+		o(&opts)
+	}
+	mgr, err := controller.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}

@@ -51,6 +51,9 @@ type UserlandReconciler struct {
 	// ClusterDNS is where Internet egress may resolve names; the zero
 	// value means kube-system's k8s-app=kube-dns pods.
 	ClusterDNS ClusterDNS
+	// FirstStatusWindow is how long a new environment's first "Starting"
+	// status is held back, so one Ready within it is written once.
+	FirstStatusWindow time.Duration
 	// RolloutIdleAfter is how long without activity makes a WhenIdle
 	// rollout due.
 	RolloutIdleAfter time.Duration
@@ -60,7 +63,12 @@ type UserlandReconciler struct {
 	inflight rolloutTracker
 	// status writes Userlands' status; SetupWithManager makes it.
 	status *reconcile.StatusPatcher[*v1alpha1.Userland, v1alpha1.UserlandStatus]
-	queue  courseQueue
+	// created remembers children created but not yet in the cache.
+	created reconcile.Creations
+	// firstStatus holds back new environments' first Starting status
+	// (FirstStatusWindow); SetupWithManager makes it.
+	firstStatus *reconcile.FirstStatusHold
+	queue       courseQueue
 }
 
 // +kubebuilder:rbac:groups=userland.dev,resources=userlands,verbs=get;list;watch
@@ -72,7 +80,7 @@ type UserlandReconciler struct {
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // reconcileState is what the phases of one reconcile share.
@@ -109,6 +117,9 @@ type reconcileState struct {
 	// rolloutDecided is whether the Deployment phase decided UpToDate
 	// (Status.UpdatePending holds the decision).
 	rolloutDecided bool
+	// recheck is when to look again at a child created but not yet seen
+	// in the cache (zero: no such child).
+	recheck time.Duration
 }
 
 // finding is a reason and message a phase found for the Ready condition.
@@ -121,11 +132,13 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	if err := r.Client.Get(ctx, req.NamespacedName, &current); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.status.Forget(req.NamespacedName)
+			r.firstStatus.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !current.DeletionTimestamp.IsZero() {
 		r.status.Forget(req.NamespacedName)
+		r.firstStatus.Forget(req.NamespacedName)
 		// Owned children are garbage-collected; retained claims carry no
 		// owner reference and stay. Nothing to do.
 		return ctrl.Result{}, nil
@@ -137,6 +150,15 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 			s.ul.Status.ObservedGeneration = s.ul.Generation
 		}
 		r.summarize(s, retErr)
+		if retErr == nil {
+			// A new environment that becomes Ready within the window gets
+			// one status write, not Starting and then Ready.
+			neverWritten := current.Status.Phase == "" && current.Status.ObservedGeneration == 0
+			if wait, hold := r.firstStatus.Hold(req.NamespacedName, r.Clock.Now(), neverWritten, s.ul.Status.Phase == v1alpha1.PhaseStarting); hold {
+				result = reconcile.LowestRequeue(result, ctrl.Result{RequeueAfter: wait})
+				return
+			}
+		}
 		if err := r.status.Patch(ctx, &current, s.ul); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -155,12 +177,15 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		r.reconcileNetworkPolicy,
 		r.reconcileService,
 		r.reconcileDeployment,
+		// After the Deployment: the old policy goes only once the pods
+		// carry the shared one's label.
+		r.retireOwnPolicy,
 		r.reconcileStatus,
 	)
 	if stop != nil {
 		s.stalled, s.waiting = &finding{stop.Reason, stop.Message}, !stop.Stalled
 	}
-	return result, err
+	return reconcile.LowestRequeue(result, ctrl.Result{RequeueAfter: s.recheck}), err
 }
 
 // resolveTemplate finds the referenced template, or stops with

@@ -88,7 +88,7 @@ func TestCreateBecomesReadyWithAllChildren(t *testing.T) {
 		t.Errorf("service port %d controlled=%v clusterIP %q, want 8080, owned and headless", svc.Spec.Ports[0].Port, metav1.IsControlledBy(&svc, ul), svc.Spec.ClusterIP)
 	}
 	var np networkingv1.NetworkPolicy
-	if err := env.Client.Get(ctx, key, &np); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sharedPolicy("vscode")}, &np); err != nil {
 		t.Fatal(err)
 	}
 	// One peer with both selectors: gateway pods of the gateway's namespace
@@ -196,7 +196,7 @@ func TestDeletionKeepsRetainedVolumesForTheSameUserOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Eventually(t, time.Minute, "owned children collected", func(ctx context.Context) (bool, error) {
-		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}} {
+		for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}} {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "u"}, obj); !apierrors.IsNotFound(err) {
 				return false, err
 			}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testobj"
 )
@@ -172,7 +173,20 @@ func checkChildren(t *testing.T, ns string, n int, claimsPerUserland int) {
 	}
 	check("Deployment", ptrs(deps.Items))
 	check("Service", ptrs(svcs.Items))
-	check("NetworkPolicy", ptrs(nps.Items))
+	// NetworkPolicies are shared: exactly one per template in use, owned
+	// by no Userland.
+	wantPolicies := map[string]bool{}
+	for _, ul := range uls.Items {
+		wantPolicies[naming.TemplateNetworkPolicy(ul.Spec.TemplateRef.Kind, ul.Spec.TemplateRef.Name)] = true
+	}
+	for _, np := range nps.Items {
+		if !wantPolicies[np.Name] || len(np.OwnerReferences) != 0 {
+			t.Errorf("NetworkPolicy %s (owners %v): want only the shared policies %v, unowned", np.Name, np.OwnerReferences, wantPolicies)
+		}
+	}
+	if len(nps.Items) != len(wantPolicies) {
+		t.Errorf("%d NetworkPolicies, want %d (one per template in use)", len(nps.Items), len(wantPolicies))
+	}
 	// Retained claims have no owner (so garbage collection never takes
 	// user data); they are labelled with their Userland instead.
 	owned["PersistentVolumeClaim"] = map[string]int{}
@@ -191,7 +205,7 @@ func checkChildren(t *testing.T, ns string, n int, claimsPerUserland int) {
 		t.Errorf("%d Userlands, want %d", len(uls.Items), n)
 	}
 	for _, ul := range uls.Items {
-		for kind, want := range map[string]int{"Deployment": 1, "Service": 1, "NetworkPolicy": 1, "PersistentVolumeClaim": claimsPerUserland} {
+		for kind, want := range map[string]int{"Deployment": 1, "Service": 1, "PersistentVolumeClaim": claimsPerUserland} {
 			if got := owned[kind][ul.Name]; got != want {
 				t.Errorf("%s has %d %s(s), want %d", ul.Name, got, kind, want)
 			}
