@@ -97,5 +97,6 @@ func newDevController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Run
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
 		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
 		BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
+		FirstStatusWindow: controller.DefaultFirstStatusWindow,
 	})
 }

@@ -70,7 +70,8 @@ type Options struct {
 	RolloutIdleAfter time.Duration
 	// FirstStatusWindow is how long a new environment's first Starting
 	// status waits, so one that is Ready within it is written once; zero
-	// writes Starting at once.
+	// writes Starting at once. The command's default is
+	// DefaultFirstStatusWindow.
 	FirstStatusWindow time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -196,6 +197,11 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}
 	return mgr, nil
 }
+
+// DefaultFirstStatusWindow is --first-status-window's default: long enough
+// for an environment whose image is on the node to be Ready, short enough
+// that nobody waits on an empty status.
+const DefaultFirstStatusWindow = time.Second
 
 // nonZero is d, or nil (the library's default) when d is zero.
 func nonZero(d time.Duration) *time.Duration {

@@ -86,6 +86,7 @@ func run(m *testing.M) int {
 				MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
 				GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
 				BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
+				FirstStatusWindow: controller.DefaultFirstStatusWindow,
 			})
 		}})
 	if err != nil {
