@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -181,4 +182,23 @@ func TestRefreshDelayFollowsThePage(t *testing.T) {
 			t.Errorf("%s: %s, want %s", page, got, want)
 		}
 	}
+}
+
+func TestStageSpans(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	s := newStages()
+	for i := range 10 {
+		env := fmt.Sprintf("u-%d", i)
+		s.mark(env, stageCreated, t0)
+		s.mark(env, stageDeployment, t0.Add(time.Duration(i+1)*100*time.Millisecond))
+		s.mark(env, stageDeployment, t0.Add(time.Hour)) // only the first sighting counts
+	}
+	s.mark("never-created", stageDeployment, t0) // reached one end only: left out
+	got := s.span(stageCreated, stageDeployment)
+	want := stageSpan{From: stageCreated, To: stageDeployment, N: 10, P50: 600 * time.Millisecond, P90: time.Second, P99: time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("span (-want +got):\n%s", diff)
+	}
+	var none *stages
+	none.mark("u", stageCreated, t0) // a nil recorder records nothing, without panicking
 }

@@ -148,6 +148,9 @@ type provisionResult struct {
 	// Throttle is the controller's wait on its client-side limit while
 	// provisioning.
 	Throttle histogram
+	// Stages and BaselineStages are per-environment stage times
+	// (percentiles), Userland's and the baseline's.
+	Stages, BaselineStages []stageSpan
 }
 
 // wakeSamples is how many wakes are timed.
@@ -226,7 +229,8 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		if r.Baseline, err = baseline(ctx, c, n); err != nil {
+		baseStages := newStages()
+		if r.Baseline, err = baseline(ctx, c, n, baseStages); err != nil {
 			return err
 		}
 		w1, err := serverWrites(env)
@@ -234,6 +238,7 @@ func run(o options) error {
 			return err
 		}
 		r.BaselineServerWrites = since(w0, w1)
+		r.BaselineStages = baseStages.baselineSpans()
 		logf("N=%d: baseline ready in %s; deleting it", n, r.Baseline.Round(time.Millisecond))
 		took, err := deleteNamespace(ctx, c, fmt.Sprintf("baseline-%d", n))
 		if err != nil {
@@ -257,8 +262,13 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		if r.Userland, err = provision(ctx, c, ns, n); err != nil {
+		ulStages := newStages()
+		if r.Userland, err = provision(ctx, c, ns, n, ulStages); err != nil {
 			return err
+		}
+		r.Stages = ulStages.userlandSpans()
+		for _, sp := range append(r.Stages, r.BaselineStages...) {
+			logf("N=%d: %s", n, sp)
 		}
 		m1, err := scrape(ctrlMetrics)
 		if err != nil {

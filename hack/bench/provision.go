@@ -75,11 +75,13 @@ func deleteNamespace(ctx context.Context, c client.Client, name string) (time.Du
 
 // baseline creates n Deployments and Services directly and waits until
 // every Deployment is Available: what the cluster alone can do here.
-func baseline(ctx context.Context, c client.Client, n int) (time.Duration, error) {
+func baseline(ctx context.Context, c client.Client, n int, st *stages) (time.Duration, error) {
 	ns := fmt.Sprintf("baseline-%d", n)
 	if err := namespace(ctx, c, ns); err != nil {
 		return 0, err
 	}
+	stop := st.follow(ctx, c, ns, false)
+	defer stop()
 	start := time.Now()
 	template := benchTemplate(ns)
 	routes := controller.Routes{GatewayURL: &url.URL{Scheme: "http", Host: gatewayHost}}
@@ -89,6 +91,7 @@ func baseline(ctx context.Context, c client.Client, n int) (time.Duration, error
 		// no owner (the Userland does not exist) and without the label
 		// that puts them in the controller's cache.
 		ul := benchUserland(ns, i)
+		st.mark(ul.Name, stageCreated, time.Now())
 		dep := controller.Deployment(ul, controller.PodTemplate(ul, &template.Spec, routes), 1, nil)
 		svc := controller.Service(ul, template.Spec.HTTP.Port)
 		for _, m := range []*metav1.ObjectMeta{&dep.ObjectMeta, &dep.Spec.Template.ObjectMeta, &svc.ObjectMeta} {
@@ -116,16 +119,20 @@ func benchUserland(ns string, i int) *v1alpha1.Userland {
 }
 
 // provision creates n Userlands and waits until every one is Ready.
-func provision(ctx context.Context, c client.Client, ns string, n int) (time.Duration, error) {
+func provision(ctx context.Context, c client.Client, ns string, n int, st *stages) (time.Duration, error) {
 	if err := namespace(ctx, c, ns); err != nil {
 		return 0, err
 	}
 	if err := c.Create(ctx, benchTemplate(ns)); err != nil {
 		return 0, err
 	}
+	stop := st.follow(ctx, c, ns, true)
+	defer stop()
 	start := time.Now()
 	err := createAll(ctx, n, func(i int) []client.Object {
-		return []client.Object{benchUserland(ns, i)}
+		ul := benchUserland(ns, i)
+		st.mark(ul.Name, stageCreated, time.Now())
+		return []client.Object{ul}
 	}, c)
 	if err != nil {
 		return 0, err

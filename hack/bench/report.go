@@ -117,6 +117,8 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 		}
 		p("- The template's batched counts showed all %d Ready %s after the last Userland was; its writes until then are counted with provisioning, and the steady window of %s starts then. Steady state: %d writes.", r.N, r.CountsSettled.Round(time.Millisecond), r.SteadyWindow, r.SteadyWrites)
 		p("")
+		writeStages(p, r)
+		p("")
 		for _, name := range []string{"kube-apiserver", "controller"} {
 			if top, ok := r.Profiles[name]; ok {
 				p("")
@@ -294,4 +296,22 @@ func perEnv(counts map[string]int, n int) float64 {
 		t += v
 	}
 	return float64(t) / float64(n)
+}
+
+// writeStages is the per-environment stage table: where an environment's
+// time to Ready goes, beside the baseline's create → Available.
+func writeStages(p func(string, ...any), r provisionResult) {
+	if len(r.Stages) == 0 {
+		return
+	}
+	p("Per-environment stage times (first seen by the benchmark's watches; \"first child\" is the controller's first reconcile making its Service or Deployment; \"pod Ready\" is the cluster's own work):")
+	p("")
+	p("| stage | p50 | p90 | p99 | environments |")
+	p("|---|---|---|---|---|")
+	for _, sp := range r.Stages {
+		p("| %s → %s | %s | %s | %s | %d |", sp.From, sp.To, ms(sp.P50), ms(sp.P90), ms(sp.P99), sp.N)
+	}
+	for _, sp := range r.BaselineStages {
+		p("| baseline: %s → %s | %s | %s | %s | %d |", sp.From, sp.To, ms(sp.P50), ms(sp.P90), ms(sp.P99), sp.N)
+	}
 }
