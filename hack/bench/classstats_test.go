@@ -1,9 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,3 +207,28 @@ func TestStageSpans(t *testing.T) {
 	var none *stages
 	none.mark("u", stageCreated, t0) // a nil recorder records nothing, without panicking
 }
+
+func TestErrorKinds(t *testing.T) {
+	cases := map[string]error{
+		"HTTP 502":           fmt.Errorf("fetch: %w", statusError(502)),
+		"connection reset":   &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+		"connection refused": &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)},
+		"connection closed before the answer (EOF)": fmt.Errorf("Get x: %w", io.EOF),
+		"timeout":          &net.OpError{Op: "dial", Err: timeoutErr{}},
+		"other: surprised": errors.New("surprised"),
+	}
+	for want, err := range cases {
+		if got := errorKind(err); got != want {
+			t.Errorf("errorKind(%v) = %q, want %q", err, got, want)
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"a": 3, "b": 1}, addKinds(addKinds(nil, map[string]int{"a": 1}), map[string]int{"a": 2, "b": 1})); diff != "" {
+		t.Errorf("addKinds (-want +got):\n%s", diff)
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -159,8 +160,11 @@ func pairedRatio(a, b []loadResult) float64 {
 type loadResult struct {
 	Requests int
 	Errors   int
-	RPS      float64
-	P50, P99 time.Duration
+	// ErrorKinds counts Errors by kind (errorKind): what they are matters
+	// as much as how many.
+	ErrorKinds map[string]int
+	RPS        float64
+	P50, P99   time.Duration
 	// ServerCPU is the CPU time (user and system) the process serving the
 	// target spent during the run, when measured: on this shared 2-core
 	// machine a steadier figure of a proxy's own cost than its throughput.
@@ -200,10 +204,17 @@ func load(t target, concurrency int, rate float64, d time.Duration) loadResult {
 	var mu sync.Mutex
 	var lat []time.Duration
 	var errs atomic.Int64
+	kinds := map[string]int{}
+	failed := func(kind string) {
+		errs.Add(1)
+		mu.Lock()
+		kinds[kind]++
+		mu.Unlock()
+	}
 	do := func() {
 		elapsed, err := fetch(c, t)
 		if err != nil {
-			errs.Add(1)
+			failed(errorKind(err))
 			return
 		}
 		mu.Lock()
@@ -232,7 +243,7 @@ func load(t target, concurrency int, rate float64, d time.Duration) loadResult {
 				case sem <- struct{}{}:
 					wg.Go(func() { do(); <-sem })
 				default:
-					errs.Add(1) // the target fell behind the offered rate
+					failed(kindNotSent) // the target fell behind the offered rate
 				}
 			}
 			time.Sleep(200 * time.Microsecond)
@@ -241,7 +252,7 @@ func load(t target, concurrency int, rate float64, d time.Duration) loadResult {
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	return loadResult{
-		Requests: len(lat), Errors: int(errs.Load()), RPS: float64(len(lat)) / d.Seconds(),
+		Requests: len(lat), Errors: int(errs.Load()), ErrorKinds: kinds, RPS: float64(len(lat)) / d.Seconds(),
 		P50: percentile(lat, 0.50), P99: percentile(lat, 0.99),
 	}
 }
@@ -267,9 +278,51 @@ func fetch(c *http.Client, t target) (time.Duration, error) {
 	_, err = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %d", resp.StatusCode)
+		err = statusError(resp.StatusCode)
 	}
 	return time.Since(start), err
+}
+
+// statusError is an answer other than 200.
+type statusError int
+
+func (e statusError) Error() string { return fmt.Sprintf("status %d", int(e)) }
+
+// kindNotSent is a request the open loop could not send: every allowed
+// request was still waiting for an answer, so the target had fallen behind
+// the offered rate (latency, not a failure of the answer itself).
+const kindNotSent = "not sent: the target fell behind the offered rate"
+
+// errorKind names what kind of failure err is, coarsely enough to count.
+func errorKind(err error) string {
+	var status statusError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &status):
+		return fmt.Sprintf("HTTP %d", int(status))
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return "no local port free (EADDRNOTAVAIL)"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before the answer (EOF)"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	}
+	return "other: " + err.Error()
+}
+
+// addKinds adds b's counts into a (allocating it when nil) and returns it.
+func addKinds(a, b map[string]int) map[string]int {
+	if a == nil {
+		a = map[string]int{}
+	}
+	for k, v := range b {
+		a[k] += v
+	}
+	return a
 }
 
 // wsResult is one held-WebSockets run.

@@ -23,8 +23,10 @@ import (
 type gatewayResult struct {
 	// Small, Big and Half are each target's median run; SmallRatio and
 	// BigRatio the median per-round throughput against the bare proxy.
-	Small, Big           map[string]loadResult
-	Half                 map[string]loadResult
+	Small, Big map[string]loadResult
+	Half       map[string]loadResult
+	// HalfErrors is every half-load round's errors per target, by kind.
+	HalfErrors           map[string]map[string]int
 	SmallRatio, BigRatio map[string]float64
 	// SmallCPU is each target's median, over rounds, of the serving
 	// process's CPU time per small GET.
@@ -147,9 +149,16 @@ func benchGateway(ctx context.Context, o options, env *testenv.Environment, dir,
 	}
 	res.HalfRate = res.Small[targetPath].RPS / 2
 	logf("gateway: open loop at %.0f req/s, %d rounds of %s per target", res.HalfRate, o.rounds, o.loadFor)
-	res.Half = medians(interleaved(o.rounds, targetOrder, func(name string) loadResult {
+	halfRuns := interleaved(o.rounds, targetOrder, func(name string) loadResult {
 		return load(at(name, "/small"), o.concurrency, res.HalfRate, o.loadFor)
-	}), func(r loadResult) float64 { return float64(r.P99) })
+	})
+	res.Half = medians(halfRuns, func(r loadResult) float64 { return float64(r.P99) })
+	res.HalfErrors = map[string]map[string]int{}
+	for name, runs := range halfRuns {
+		for _, r := range runs {
+			res.HalfErrors[name] = addKinds(res.HalfErrors[name], r.ErrorKinds)
+		}
+	}
 	for name, key := range map[string]string{targetPath: "bench", targetSubdomain: "sub"} {
 		var after v1alpha1.Userland
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "gw", Name: key}, &after); err == nil {

@@ -23,6 +23,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
 )
@@ -44,6 +45,9 @@ type options struct {
 	class       classOptions
 	// courseStudents is the size of the course-beside-plain scenario.
 	courseStudents int
+	// firstStatusWindow is the controller's --first-status-window in the
+	// provisioning runs.
+	firstStatusWindow time.Duration
 }
 
 func parseInts(s string) ([]int, error) {
@@ -86,6 +90,7 @@ func main() {
 	flag.BoolVar(&o.gateway, "gateway", true, "run the gateway benchmarks")
 	flag.BoolVar(&o.rollout, "rollout", true, "measure rollouts after provisioning")
 	flag.IntVar(&o.slowClients, "slow-clients", 500, "slow anonymous clients held against the gateway (0: none)")
+	flag.DurationVar(&o.firstStatusWindow, "first-status-window", controller.DefaultFirstStatusWindow, "the controller's --first-status-window in the provisioning runs (the shipped default unless set)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
 	var limits string
 	flag.IntVar(&o.courseStudents, "course-students", 500, "students of the course provisioned beside as many plain Userlands (0: none)")
@@ -211,7 +216,7 @@ func run(o options) error {
 		"--kubeconfig", ctrlKubeconfig, "--disable-webhooks", "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0",
 		"--gateway-url=http://"+gatewayHost, "--gateway-namespace=userland-system",
-		"--pprof-bind-address", pprofAddr)
+		"--pprof-bind-address", pprofAddr, "--first-status-window", o.firstStatusWindow.String())
 	if err != nil {
 		return err
 	}

@@ -158,13 +158,39 @@ func TestObserveHealth(t *testing.T) {
 			Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "details"}},
 		}}}}
 	}
+	// Created, its pod Ready, but the Deployment controller has not yet
+	// said Available.
+	created := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	created.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
+	restarting := created.DeepCopy()
+	restarting.Spec.Template.Annotations[v1alpha1.AnnotationRestartedAt] = "2026-11-25T10:00:00Z"
+	pod := func(hash string, ready bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationTemplateHash: hash}}}
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return p
+	}
+	leaving := pod("h1", true)
+	leaving.DeletionTimestamp = &metav1.Time{}
+	starting := Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}
+	ready := Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}
 	cases := map[string]struct {
 		dep  *appsv1.Deployment
 		pods []corev1.Pod
 		want Health
 	}{
-		"no deployment yet": {nil, nil, Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
-		"available":         {available, nil, Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}},
+		"its current pod Ready before the Deployment says Available": {created, []corev1.Pod{pod("h2", true)}, ready},
+		"a terminating old pod does not count":                       {created, []corev1.Pod{pod("h2", true), leaving}, ready},
+		"current pod not Ready yet":                                  {created, []corev1.Pod{pod("h2", false)}, starting},
+		"an old pod still there":                                     {created, []corev1.Pod{pod("h1", true), pod("h2", true)}, starting},
+		"only the old pod, Ready":                                    {created, []corev1.Pod{pod("h1", true)}, starting},
+		"a restart asked for, the old pod still Ready":               {restarting, []corev1.Pod{pod("h2", true)}, starting},
+		"a pod without the hash (made by hand)":                      {created, []corev1.Pod{pod("", true)}, starting},
+		"no deployment yet":                                          {nil, nil, Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
+		"available":                                                  {available, nil, Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}},
 		"spec not yet observed": {changed, nil,
 			Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
 		"image pull": {available, []corev1.Pod{waiting("ImagePullBackOff")},

