@@ -55,22 +55,36 @@ func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reco
 // once nothing depends on it: the Deployment's pod template carries the
 // shared policy's label, and so does every pod of the environment still
 // there, a terminating one included. Until then both policies select the
-// old pods, which only ever narrows what reaches them. The pod template
-// gets the label through the template's rollout policy, so an upgrade
-// restarts nobody's running environment early.
+// old pods, and the old one is kept to the template's current rules, so a
+// template that narrows its egress narrows it for them too (what two
+// policies allow is their union). The pod template gets the label through
+// the template's rollout policy, so an upgrade restarts nobody's running
+// environment early.
 func (r *UserlandReconciler) retireOwnPolicy(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(s.ul), &networkingv1.NetworkPolicy{})
 	if err != nil || cached == nil || !metav1.IsControlledBy(cached, s.ul) {
 		return ctrl.Result{}, err
 	}
-	if !SharedPolicyCovers(naming.TemplateNetworkPolicy(s.ul.Spec.TemplateRef.Kind, s.ul.Spec.TemplateRef.Name), s.dep, s.pods) {
-		return ctrl.Result{}, nil // the Deployment's and pods' events bring the next look
+	shared := NetworkPolicy(s.ul.Namespace, s.ul.Spec.TemplateRef, s.template.Spec, r.GatewayNamespace, r.GatewaySelector, r.ClusterDNS)
+	if !SharedPolicyCovers(shared.Name, s.dep, s.pods) {
+		// The Deployment's and pods' events bring the next look.
+		return ctrl.Result{}, r.apply(ctx, s, legacyPolicy(s.ul, shared), cached)
 	}
 	uid := cached.GetUID()
 	if err := r.Client.Delete(ctx, cached, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting the per-Userland NetworkPolicy %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// legacyPolicy is the per-Userland policy of earlier versions with the
+// shared policy's current rules: named after ul, owned by it, selecting its
+// pods by the Userland label.
+func legacyPolicy(ul *v1alpha1.Userland, shared *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
+	np := shared.DeepCopy()
+	np.ObjectMeta = ownedMeta(ul)
+	np.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}}
+	return np
 }
 
 // SharedPolicyCovers says whether the shared policy named policy selects

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +24,10 @@ import (
 
 // SharedPolicyReconciler deletes a template's shared NetworkPolicy in a
 // namespace once nothing can need it: the template is gone, no Userland in
-// the namespace refers to it, and no pod there carries its label.
+// the namespace refers to it, no pod there carries its label, and no
+// Deployment's pod template does (a Userland switched to another template
+// whose rollout is deferred still runs this template's pod, and its
+// ReplicaSet replaces a deleted pod with the same label).
 //
 // While the template exists the policy stays even when unused. Deleting it
 // then would race with a Userland being created: that Userland's reconcile
@@ -67,6 +72,15 @@ func (r *SharedPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if len(pods.Items) > 0 {
 		return ctrl.Result{}, nil // a pod's deletion brings this back
 	}
+	var deps appsv1.DeploymentList
+	if err := r.Client.List(ctx, &deps, client.InNamespace(np.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing deployments in %s: %w", np.Namespace, err)
+	}
+	for i := range deps.Items {
+		if deps.Items[i].Spec.Template.Labels[LabelNetworkPolicy] == np.Name {
+			return ctrl.Result{}, nil // its change or deletion brings this back
+		}
+	}
 	uid := np.UID
 	if err := r.Client.Delete(ctx, &np, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting unused NetworkPolicy %s/%s: %w", np.Namespace, np.Name, err)
@@ -110,6 +124,20 @@ func (r *SharedPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfTemplate(v1alpha1.TemplateKindClusterTemplate)), builder.WithPredicates(onDelete)).
 		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(policyOfUserland), builder.WithPredicates(onDelete)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(policyOfPod), builder.WithPredicates(onDelete)).
+		// A Deployment that stops running the template's pods, by a new
+		// pod template or by going.
+		Watches(&appsv1.Deployment{}, handler.Funcs{
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				if before := podTemplatePolicy(e.ObjectOld); before != "" && before != podTemplatePolicy(e.ObjectNew) {
+					q.Add(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.ObjectOld.GetNamespace(), Name: before}})
+				}
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				if before := podTemplatePolicy(e.Object); before != "" {
+					q.Add(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: e.Object.GetNamespace(), Name: before}})
+				}
+			},
+		}).
 		Complete(r)
 }
 
@@ -142,6 +170,16 @@ func policyOfUserland(_ context.Context, obj client.Object) []ctrl.Request {
 	}
 	name := naming.TemplateNetworkPolicy(ul.Spec.TemplateRef.Kind, ul.Spec.TemplateRef.Name)
 	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: ul.Namespace, Name: name}}}
+}
+
+// podTemplatePolicy is the shared policy a Deployment's pods are labelled
+// for, or "".
+func podTemplatePolicy(obj client.Object) string {
+	dep, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return ""
+	}
+	return dep.Spec.Template.Labels[LabelNetworkPolicy]
 }
 
 func policyOfPod(_ context.Context, obj client.Object) []ctrl.Request {

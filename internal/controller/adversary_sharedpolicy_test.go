@@ -1,0 +1,237 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+// Adversary: a Userland is switched from template a to b while its
+// environment runs (the change is deferred by the rollout policy, so the
+// pod keeps a's policy label), then template a is deleted (the course moved
+// on). a's shared policy is kept only while a pod with its label is in the
+// cache. The pod is force-deleted (eviction of a lost node, kubectl delete
+// --force): its ReplicaSet makes a replacement from the unchanged pod
+// template, still labelled for a's policy; if the GC looks between the old
+// pod going and the new one reaching the cache, it deletes a's policy and
+// nothing ever makes it again (no Userland refers to a). The replacement
+// pod then runs selected by no policy at all.
+func TestAdversaryTemplateSwitchThenDeleteLeavesPodUnselected(t *testing.T) {
+	switchThenDelete(t, client.GracePeriodSeconds(0))
+}
+
+// The same with an ordinary (graceful) pod deletion, e.g. a node drain.
+func TestAdversaryTemplateSwitchThenDeleteGraceful(t *testing.T) {
+	switchThenDelete(t)
+}
+
+func switchThenDelete(t *testing.T, opts ...client.DeleteOption) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	a := testobj.MakeTemplate(ns, "a").Container("web").Image("example.org/app:1").Obj()
+	a.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
+	b := testobj.MakeTemplate(ns, "b").Container("web").Image("example.org/app:2").Obj()
+	b.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
+	create(t, a, b, userland(ns, "u", "alice", "a"))
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+
+	patch := []byte(`{"spec":{"templateRef":{"name":"b"}}}`)
+	if err := env.Client.Patch(ctx, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u"}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, ns, "u")
+	if err := env.Client.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	polA := types.NamespacedName{Namespace: ns, Name: sharedPolicy("a")}
+	if err := env.Client.Get(ctx, polA, &networkingv1.NetworkPolicy{}); err != nil {
+		t.Fatalf("a's policy while its pod runs: %v", err)
+	}
+
+	for round := 0; round < 5; round++ {
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: "u"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods.Items {
+			if pods.Items[i].DeletionTimestamp != nil {
+				continue
+			}
+			if err := env.Client.Delete(ctx, &pods.Items[i], opts...); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+		}
+		// Let the ReplicaSet replace it and the GC look.
+		time.Sleep(3 * time.Second)
+		var pols networkingv1.NetworkPolicyList
+		if err := env.Client.List(ctx, &pols, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: "u"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if got := selecting(t, pols.Items, p); len(got) == 0 {
+				t.Fatalf("round %d: pod %s (label %s=%q) is selected by no NetworkPolicy; policies left: %v",
+					round, p.Name, controller.LabelNetworkPolicy, p.Labels[controller.LabelNetworkPolicy], names(pols.Items))
+			}
+		}
+		t.Logf("round %d: %d pods, all selected; policies %v", round, len(pods.Items), names(pols.Items))
+	}
+	// Once the switch is rolled out, a's policy is unused and goes.
+	patch = []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationRestartedAt + `":"2026-11-25T10:00:00Z"}}}`)
+	if err := env.Client.Patch(ctx, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u"}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	env.Eventually(t, time.Minute, "a's policy deleted once the switch is rolled out", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, polA, &networkingv1.NetworkPolicy{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}
+
+func names(pols []networkingv1.NetworkPolicy) []string {
+	var out []string
+	for _, p := range pols {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// Adversary: during the upgrade window an environment an earlier version
+// made is selected by both its per-Userland policy and the shared one, and
+// egress allowed is the union of the two. The earlier controller kept the
+// per-Userland policy at the template's rules; this one never writes it
+// again. A template author who narrows egress (drops an allowed network)
+// narrows only the shared policy: the environment keeps reaching the
+// dropped network through the stale per-Userland policy until its pod is
+// restarted, which under OnRestart may be never.
+func TestAdversaryUpgradeWindowKeepsStaleEgressOfTheOldPolicy(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	ul := userland(ns, "u", "alice", "t")
+	create(t, ul)
+	tmpl := testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
+	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
+	tmpl.Spec.Network = &v1alpha1.NetworkSpec{AllowedCIDRs: []v1alpha1.CIDR{"10.20.0.0/16"}}
+
+	pod := controller.PodTemplate(ul, &tmpl.Spec, controller.Routes{})
+	delete(pod.Labels, controller.LabelNetworkPolicy)
+	pod.Annotations[controller.AnnotationTemplateHash] = "made-by-an-earlier-version"
+	old := controller.Deployment(ul, pod, 1, nil)
+	oldPolicy := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u", Labels: old.Labels, OwnerReferences: old.OwnerReferences},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: "u"}},
+			PolicyTypes: both, Ingress: wantIngress, Egress: internetEgress(kubeDNS, block("10.20.0.0/16")),
+		},
+	}
+	create(t, oldPolicy, old)
+	env.Eventually(t, time.Minute, "the earlier version's pod runs", func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: "u"})
+		return err == nil && len(pods.Items) == 1, err
+	})
+	create(t, tmpl)
+	waitPending(t, ns, "u")
+
+	// The template author withdraws the network.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tmpl), tmpl); err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Spec.Network = nil
+	if err := env.Client.Update(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	env.Eventually(t, 30*time.Second, "the shared policy narrowed", func(ctx context.Context) (bool, error) {
+		var np networkingv1.NetworkPolicy
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: sharedPolicy("t")}, &np)
+		return err == nil && len(np.Spec.Egress) == 2, client.IgnoreNotFound(err)
+	})
+	time.Sleep(3 * time.Second)
+	var pols networkingv1.NetworkPolicyList
+	if err := env.Client.List(ctx, &pols, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		for _, np := range selecting(t, pols.Items, &pods.Items[i]) {
+			for _, rule := range np.Spec.Egress {
+				for _, peer := range rule.To {
+					if peer.IPBlock != nil && peer.IPBlock.CIDR == "10.20.0.0/16" {
+						t.Errorf("pod %s may still reach 10.20.0.0/16, which its template no longer allows, through policy %s", pods.Items[i].Name, np.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Adversary: a NetworkPolicy with the shared name is there before any
+// environment, made by someone else (a namespace admin's GitOps repo, a
+// copy of the real one) and carrying the managed-by label, so the
+// controller takes it for its own instead of failing closed. Its server-side
+// apply sets the fields it owns and leaves the others' fields: here a
+// matchExpressions the pods never satisfy stays in the pod selector, and
+// every environment pod of the template runs selected by no policy.
+func TestAdversaryForeignManagedLabelledPolicyKeepsForeignSelector(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	name := sharedPolicy("t")
+	foreign := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, controller.LabelNetworkPolicy: name}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{
+				MatchLabels:      map[string]string{controller.LabelNetworkPolicy: name},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "example.org/never", Operator: metav1.LabelSelectorOpExists}},
+			},
+			PolicyTypes: ingressOnly,
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{}},
+		},
+	}
+	create(t, foreign)
+	create(t, testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj(), userland(ns, "u", "alice", "t"))
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	time.Sleep(2 * time.Second)
+	var pols networkingv1.NetworkPolicyList
+	if err := env.Client.List(ctx, &pols, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, np := range pols.Items {
+		t.Logf("policy %s: selector %v, ingress %d rules, annotations %v", np.Name, np.Spec.PodSelector, len(np.Spec.Ingress), np.Annotations)
+	}
+	for i := range pods.Items {
+		if got := selecting(t, pols.Items, &pods.Items[i]); len(got) == 0 {
+			t.Errorf("pod %s runs selected by no NetworkPolicy", pods.Items[i].Name)
+		}
+	}
+}
