@@ -3,6 +3,7 @@ package simcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,7 +36,17 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 		return err
 	}
 	c.ca = ca
-	servingCert, servingKey, err := ca.issue("kube-apiserver", nil, []string{"127.0.0.1", "localhost"})
+	bindAddress := "127.0.0.1"
+	if c.opts.BindAddress != "" {
+		bindAddress = c.opts.BindAddress
+	}
+	hosts := []string{"127.0.0.1", "localhost"}
+	if bindAddress != "127.0.0.1" {
+		// Pods reach it at the kubernetes Service's first address too, by
+		// name or by IP, once a real node runs them.
+		hosts = append(hosts, bindAddress, "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+	}
+	servingCert, servingKey, err := ca.issue("kube-apiserver", nil, hosts)
 	if err != nil {
 		return err
 	}
@@ -78,7 +89,7 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 	}
 	c.processes = append(c.processes, etcd)
 
-	apiPort, err := FreePort()
+	apiPort, err := FreePortOn(bindAddress)
 	if c.opts.StateDir != "" {
 		var moved bool
 		apiPort, moved, err = statePort(c.opts.StateDir)
@@ -91,7 +102,7 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 	}
 	args := map[string]string{
 		"etcd-servers":                     etcdURL,
-		"bind-address":                     "127.0.0.1",
+		"bind-address":                     bindAddress,
 		"secure-port":                      strconv.Itoa(apiPort),
 		"cert-dir":                         pki,
 		"tls-cert-file":                    filepath.Join(pki, "apiserver.crt"),
@@ -110,6 +121,11 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 		"max-requests-inflight":          "2000",
 		"max-mutating-requests-inflight": "1000",
 	}
+	if c.opts.RealNodes {
+		if err := c.realNodeArgs(pki, args); err != nil {
+			return err
+		}
+	}
 	for k, v := range c.opts.APIServerArgs {
 		args[k] = v
 	}
@@ -124,7 +140,7 @@ func (c *Cluster) startAPI(ctx context.Context, bins string) error {
 	}
 	c.processes = append(c.processes, api)
 
-	c.server = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	c.server = "https://" + net.JoinHostPort(bindAddress, strconv.Itoa(apiPort))
 	if c.Config, err = c.userConfig("userland-admin", "system:masters"); err != nil {
 		return err
 	}

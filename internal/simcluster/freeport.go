@@ -10,7 +10,13 @@ import (
 // process could take the port before it is bound; the program binding it
 // then fails to start and says so.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return FreePortOn("127.0.0.1")
+}
+
+// FreePortOn is FreePort on another local address (a veth's, for
+// internal/realnode).
+func FreePortOn(address string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
 	if err != nil {
 		return 0, err
 	}

@@ -60,6 +60,11 @@ leaderElection:
 	}
 	c.processes = append(c.processes, scheduler)
 
+	if c.opts.RealNodes {
+		// Real kubelets register their own nodes; the controller-manager
+		// being up is all that is left to wait for.
+		return c.waitControllerManager(ctx)
+	}
 	stagesPath, err := c.writeKwokStages(bins)
 	if err != nil {
 		return err
@@ -77,13 +82,7 @@ leaderElection:
 	}
 	c.processes = append(c.processes, kwok)
 
-	// The serviceaccount controller creating "default" shows the
-	// controller-manager is up and syncing.
-	if err := c.waitFor(ctx, "kube-controller-manager", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		var sa corev1.ServiceAccount
-		err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &sa)
-		return err == nil, client.IgnoreNotFound(err)
-	}); err != nil {
+	if err := c.waitControllerManager(ctx); err != nil {
 		return err
 	}
 
@@ -114,6 +113,16 @@ leaderElection:
 			}
 		}
 		return ready >= c.opts.Nodes, nil
+	})
+}
+
+// waitControllerManager waits until the serviceaccount controller has
+// created "default", which shows the controller-manager is up and syncing.
+func (c *Cluster) waitControllerManager(ctx context.Context) error {
+	return c.waitFor(ctx, "kube-controller-manager", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		var sa corev1.ServiceAccount
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &sa)
+		return err == nil, client.IgnoreNotFound(err)
 	})
 }
 

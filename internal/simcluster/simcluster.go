@@ -79,6 +79,18 @@ type Options struct {
 	StateDir string
 	// KeepDir keeps a temporary Dir after Stop (for reading logs).
 	KeepDir bool
+	// BindAddress, when set, is the one address kube-apiserver listens on
+	// instead of 127.0.0.1, and is in its serving certificate: a real node
+	// in a network namespace of its own reaches the API server at the host
+	// end of a veth (internal/realnode). The address must exist already.
+	BindAddress string
+	// RealNodes readies the control plane for real kubelets instead of
+	// kwok: Node authorization and NodeRestriction admission, a client
+	// certificate the API server calls kubelets with (trusting the
+	// cluster's CA for their serving certificates), kubelets reached at
+	// their InternalIP, and in Full mode no kwok, kwok nodes or kwok
+	// StorageClass (a kwok-bound volume would never mount on a real node).
+	RealNodes bool
 }
 
 // Cluster is a running simulated cluster.
