@@ -1,0 +1,28 @@
+//go:build !linux
+
+package realnode
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Teardown has nothing to remove where no node can run.
+func Teardown(string) error { return Supported() }
+
+// Leftovers is empty where no node can run.
+func Leftovers(string) []string { return nil }
+
+func (n *Node) up(context.Context) error { return Supported() }
+
+// DialContext fails where no node can run.
+func (n *Node) DialContext(context.Context, string, string) (net.Conn, error) {
+	return nil, Supported()
+}
+
+// HTTPClient fails every request where no node can run.
+func (n *Node) HTTPClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: n.DialContext}}
+}
