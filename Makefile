@@ -100,6 +100,16 @@ RACE_PACKAGES ?= ./internal/gateway/... ./internal/controller/... ./internal/acc
 test-race: control-plane ## The gateway, controller and pure packages' tests under the race detector (about 13 minutes on 2 cores). make test-faults runs it.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) hack/test-summary.sh bin/logs/test-race.log go test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(RACE_PACKAGES)
 
+# The real node's tests (internal/realnode, build tag realnode): Linux and
+# root; they say why and skip elsewhere, and fail when a part is missing.
+# Not part of make test: they change host-wide sysctls for their run and
+# need root. hack/build-node.sh installs Debian's containerd, runc, CNI
+# plugins, nftables, iptables, ipset and conntrack when missing.
+.PHONY: test-node
+test-node: control-plane ## Real-node tests (Linux, root): a real kubelet, containerd, kube-proxy, kube-router and CoreDNS beside the control plane; NetworkPolicy enforced between students' pods; teardown after a kill -9. First run builds the node's parts.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) USERLAND_NODE_DIR=$$(hack/build-node.sh | tail -1) \
+		go test -tags realnode -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v $(TEST_FLAGS) ./internal/realnode/
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (route parsing, naming, header filters, WebSocket frames) for FUZZTIME (default 60s) each; make test replays their committed corpora.
 	FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh

@@ -1,0 +1,323 @@
+//go:build realnode
+
+package realnode_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/realnode"
+	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+// The gateway's pods as the controller is told to admit them.
+const (
+	gatewayNamespace = "userland-system"
+	gatewayLabel     = "app.kubernetes.io/name"
+	gatewayName      = "userland-gateway"
+)
+
+// TestNetworkPolicyOnRealNode runs the Userland controller against a real
+// node and checks, by connecting, what the NetworkPolicies it creates
+// enforce: one student's pod reaches neither another student's pod nor
+// their Service; the gateway's pod reaches both; the kubelet's readiness
+// probes still pass; cluster DNS answers. It relies on no policy's name
+// or shape, only on reachability, and creates no policy itself.
+func TestNetworkPolicyOnRealNode(t *testing.T) {
+	n := startNode(t)
+	for _, s := range n.Timings {
+		t.Logf("TIMING bring-up step %-32s %s", s.Step, s.After.Round(10*time.Millisecond))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c := n.Cluster.Client
+	startController(t, n)
+
+	const ns = "class"
+	for _, name := range []string{ns, gatewayNamespace} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmpl := testobj.MakeTemplate(ns, "probe").Image(probeImage).Obj()
+	tmpl.Spec.PodTemplate.Spec.Containers[0].ReadinessProbe = readiness()
+	if err := c.Create(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+	for _, u := range [][2]string{{"alice", "alice"}, {"bob", "bob"}} {
+		if err := c.Create(ctx, testobj.MakeUserland(ns, u[0], u[1], "probe").Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gateway := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: gatewayNamespace, Name: "gateway", Labels: map[string]string{gatewayLabel: gatewayName}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "probe", Image: probeImage, ReadinessProbe: readiness(),
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+		}}},
+	}
+	if err := c.Create(ctx, gateway); err != nil {
+		t.Fatal(err)
+	}
+
+	alice := readyPod(ctx, t, n, ns, map[string]string{v1alpha1.LabelUserland: "alice"})
+	t.Logf("TIMING alice's pod Ready %s after her Userland was created", time.Since(created).Round(10*time.Millisecond))
+	bob := readyPod(ctx, t, n, ns, map[string]string{v1alpha1.LabelUserland: "bob"})
+	t.Logf("TIMING bob's pod Ready %s after his Userland was created", time.Since(created).Round(10*time.Millisecond))
+	gw := readyPod(ctx, t, n, gatewayNamespace, map[string]string{gatewayLabel: gatewayName})
+	aliceSvc, bobSvc := serviceAddr(ctx, t, n, ns, "alice"), serviceAddr(ctx, t, n, ns, "bob")
+	alicePod, bobPod := net.JoinHostPort(alice.Status.PodIP, "8080"), net.JoinHostPort(bob.Status.PodIP, "8080")
+	t.Logf("alice %s (Service %s), bob %s (Service %s), gateway %s", alicePod, aliceSvc, bobPod, bobSvc, gw.Status.PodIP)
+
+	// The controller's policies, whatever their names: enforcement is
+	// timed from when one selecting bob's pod is first seen.
+	seen := policyCovering(ctx, t, n, ns, bob)
+	for _, tc := range []struct{ from, name, addr string }{
+		{alice.Status.PodIP, "alice → bob's pod", bobPod},
+		{alice.Status.PodIP, "alice → bob's Service", bobSvc},
+		{bob.Status.PodIP, "bob → alice's pod", alicePod},
+		{bob.Status.PodIP, "bob → alice's Service", aliceSvc},
+	} {
+		latency := eventually(ctx, t, n, tc.from, tc.addr, false)
+		t.Logf("TIMING %s refused %s after the policy was seen (%s after this check began)", tc.name, time.Since(seen).Round(10*time.Millisecond), latency.Round(10*time.Millisecond))
+	}
+	for _, addr := range []string{alicePod, bobPod, aliceSvc, bobSvc} {
+		if msg, ok := dial(ctx, n, gw.Status.PodIP, addr); !ok {
+			t.Errorf("the gateway's pod did not reach %s: %s", addr, msg)
+		} else {
+			t.Logf("gateway → %s: %s", addr, msg)
+		}
+	}
+	// Refused connections stay refused (not a race with a rule being
+	// rewritten).
+	for range 3 {
+		for _, addr := range []string{bobPod, bobSvc} {
+			if msg, ok := dial(ctx, n, alice.Status.PodIP, addr); ok {
+				t.Errorf("alice reached %s after it had been refused: %s", addr, msg)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+
+	// The kubelet's probes come from the node, which the policies must
+	// let through: the pods are still Ready several probe periods later.
+	for _, p := range []*corev1.Pod{alice, bob} {
+		var live corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
+			t.Fatal(err)
+		}
+		if !podReady(&live) {
+			t.Errorf("pod %s is no longer Ready under the policies: %v", p.Name, live.Status.Conditions)
+		}
+	}
+
+	// Cluster DNS (CoreDNS, a process on the node's address).
+	for _, name := range []string{"kubernetes.default", "kubernetes.default.svc.cluster.local"} {
+		body, err := get(ctx, n, alice.Status.PodIP, "/lookup?name="+url.QueryEscape(name))
+		if err != nil || !strings.Contains(body, "10.96.0.1") {
+			t.Errorf("alice's pod looking up %s: %q, %v (want 10.96.0.1)", name, body, err)
+		} else {
+			t.Logf("alice's pod resolved %s: %s", name, strings.TrimSpace(body))
+		}
+	}
+}
+
+func readiness() *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 1,
+	}
+}
+
+// startController runs the Userland controller until the test ends, with
+// the RBAC it ships (config/rbac/role.yaml) and the gateway flags that
+// match the stand-in gateway pod.
+func startController(t *testing.T, n *realnode.Node) {
+	t.Helper()
+	ctx := context.Background()
+	if err := n.Cluster.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := n.Cluster.ConfigBoundTo(ctx, "userland-controller-under-test", "userland-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := controller.NewManager(cfg, controller.Options{
+		MetricsAddr:      "0",
+		ProbeAddr:        "0",
+		Workers:          2,
+		GatewayURL:       "https://userland.example.edu",
+		GatewaySelector:  gatewayLabel + "=" + gatewayName,
+		GatewayNamespace: gatewayNamespace,
+		RolloutIdleAfter: 10 * time.Minute,
+		Registry:         prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatalf("creating the controller: %v", err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+}
+
+// readyPod waits for the one pod matching sel in ns to be Ready.
+func readyPod(ctx context.Context, t *testing.T, n *realnode.Node, ns string, sel map[string]string) *corev1.Pod {
+	t.Helper()
+	var ready *corev1.Pod
+	var last string
+	deadline := time.Now().Add(3 * time.Minute)
+	for ready == nil {
+		if err := n.Alive(); err != nil {
+			t.Fatal(err)
+		}
+		var pods corev1.PodList
+		if err := n.Cluster.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(sel)); err != nil {
+			t.Fatal(err)
+		}
+		last = fmt.Sprintf("%d pods", len(pods.Items))
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			last += fmt.Sprintf("; %s %s %v", p.Name, p.Status.Phase, p.Status.Conditions)
+			if podReady(p) && p.DeletionTimestamp == nil {
+				ready = p
+			}
+		}
+		if ready == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("no Ready pod for %v in %s after 3 minutes: %s", sel, ns, last)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return ready
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// serviceAddr is the ClusterIP and port of the controller's Service for
+// a Userland, found by its label rather than its name.
+func serviceAddr(ctx context.Context, t *testing.T, n *realnode.Node, ns, userland string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var svcs corev1.ServiceList
+		if err := n.Cluster.Client.List(ctx, &svcs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: userland}); err != nil {
+			t.Fatal(err)
+		}
+		if len(svcs.Items) == 1 && svcs.Items[0].Spec.ClusterIP != "" && len(svcs.Items[0].Spec.Ports) > 0 {
+			s := svcs.Items[0]
+			return net.JoinHostPort(s.Spec.ClusterIP, strconv.Itoa(int(s.Spec.Ports[0].Port)))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Service for %s in %s: %d found", userland, ns, len(svcs.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// policyCovering waits until some NetworkPolicy in ns selects pod, and
+// says when it was first seen.
+func policyCovering(ctx context.Context, t *testing.T, n *realnode.Node, ns string, pod *corev1.Pod) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var policies networkingv1.NetworkPolicyList
+		if err := n.Cluster.Client.List(ctx, &policies, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range policies.Items {
+			sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+			if err == nil && sel.Matches(labels.Set(pod.Labels)) {
+				t.Logf("NetworkPolicy %s selects %s (created %s)", p.Name, pod.Name, p.CreationTimestamp.Format(time.RFC3339))
+				return time.Now()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the controller made no NetworkPolicy selecting %s in a minute", pod.Name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// get asks the probe server of the pod at podIP for path, from inside
+// the node's network namespace.
+func get(ctx context.Context, n *realnode.Node, podIP, path string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(podIP, "8080")+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := n.HTTPClient(10 * time.Second).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return string(body), fmt.Errorf("%s", resp.Status)
+	}
+	return string(body), nil
+}
+
+// dial asks the pod at from to open a TCP connection to addr; ok reports
+// that it did.
+func dial(ctx context.Context, n *realnode.Node, from, addr string) (msg string, ok bool) {
+	body, err := get(ctx, n, from, "/dial?addr="+url.QueryEscape(addr))
+	if err != nil {
+		return strings.TrimSpace(body) + " " + err.Error(), false
+	}
+	return strings.TrimSpace(body), true
+}
+
+// eventually waits (up to a minute) until from's connection to addr
+// succeeds (want) or fails (!want), and says how long that took.
+func eventually(ctx context.Context, t *testing.T, n *realnode.Node, from, addr string, want bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		msg, ok := dial(ctx, n, from, addr)
+		// Refused means the probe answered that its dial failed, not that
+		// the probe itself could not be asked.
+		if ok == want && (want || strings.HasPrefix(msg, "refused")) {
+			t.Logf("%s → %s: %s", from, addr, msg)
+			return time.Since(start)
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("%s → %s: still %q after a minute (want reached=%v)", from, addr, msg, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

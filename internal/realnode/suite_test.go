@@ -1,0 +1,144 @@
+//go:build realnode
+
+// The real-node tests (make test-node): Linux and root only, with the
+// parts hack/build-control-plane.sh and hack/build-node.sh cache. They
+// skip, saying why, where a node cannot run at all (not Linux, not root),
+// and fail when the machine could run one but a part is missing: a
+// missing part must never pass for a skip.
+package realnode_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/userland-dev/userland/internal/realnode"
+	"github.com/userland-dev/userland/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		os.Exit(crashChild())
+	}
+	os.Exit(m.Run())
+}
+
+// The images every node imports: userland.local/pause:1 (the sandbox) and
+// userland.local/probe:1 (HTTP on :8080: /healthz, /dial?addr=,
+// /lookup?name=), packed by hack/nodeimage.
+const probeImage = "userland.local/probe:1"
+
+var images struct {
+	once  sync.Once
+	paths []string
+	err   error
+}
+
+// packImages builds hack/nodeimage and packs its two archives, once per
+// test binary, into a directory that outlives the test (the crash test's
+// child imports them too).
+func packImages() ([]string, error) {
+	images.once.Do(func() {
+		if dir := os.Getenv(imagesEnv); dir != "" {
+			images.paths = []string{filepath.Join(dir, "pause.tar"), filepath.Join(dir, "probe.tar")}
+			return
+		}
+		dir, err := os.MkdirTemp("", "userland-realnode-images-")
+		if err != nil {
+			images.err = err
+			return
+		}
+		bin := filepath.Join(dir, "nodeimage")
+		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./hack/nodeimage")
+		build.Dir = testenv.RepoRoot()
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			images.err = fmt.Errorf("building hack/nodeimage: %v: %s", err, out)
+			return
+		}
+		if out, err := exec.Command(bin, "pack", dir).CombinedOutput(); err != nil {
+			images.err = fmt.Errorf("packing the node images: %v: %s", err, out)
+			return
+		}
+		images.paths = []string{filepath.Join(dir, "pause.tar"), filepath.Join(dir, "probe.tar")}
+	})
+	return images.paths, images.err
+}
+
+const imagesEnv = "USERLAND_REALNODE_IMAGES"
+
+// nodeOptions are the node's parts, or the test stops: skipped where no
+// node can run, failed where one could but a part is missing.
+func nodeOptions(t testing.TB) realnode.Options {
+	t.Helper()
+	if err := realnode.Supported(); err != nil {
+		t.Skipf("SKIPPED, NOT RUN: %v. make test-node needs Linux and root; nothing about the real node was tested", err)
+	}
+	var missing []string
+	cp, node := os.Getenv("USERLAND_CONTROL_PLANE_DIR"), os.Getenv("USERLAND_NODE_DIR")
+	if cp == "" {
+		missing = append(missing, "USERLAND_CONTROL_PLANE_DIR (hack/build-control-plane.sh prints it)")
+	}
+	if node == "" {
+		missing = append(missing, "USERLAND_NODE_DIR (hack/build-node.sh prints it)")
+	}
+	if len(missing) > 0 {
+		t.Fatalf("this machine can run a real node, but the test was not told where its parts are: set %s, or run make test-node", strings.Join(missing, " and "))
+	}
+	start := time.Now()
+	imgs, err := packImages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node images ready in %s", time.Since(start).Round(10*time.Millisecond))
+	return realnode.Options{
+		NodeBinariesDir:   node,
+		ControlPlaneDir:   cp,
+		CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
+		Images:            imgs,
+		Logf:              t.Logf,
+	}
+}
+
+// startNode brings a node up for the test and tears it down after,
+// checking that nothing is left.
+func startNode(t *testing.T) *realnode.Node {
+	t.Helper()
+	opts := nodeOptions(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	n, err := realnode.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("starting the real node: %v\n(logs were in %s/logs; it is torn down)", err, realnode.DefaultStateDir)
+	}
+	t.Logf("TIMING node Ready with its firewall after %s (cold or warm: see the step lines above)", time.Since(start).Round(10*time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			// The teardown removes the logs with the state directory.
+			keep := realnode.DefaultStateDir + "-logs"
+			_ = os.RemoveAll(keep)
+			if out, err := exec.Command("cp", "-r", filepath.Join(n.StateDir, "logs"), keep).CombinedOutput(); err == nil {
+				_ = exec.Command("cp", "-r", filepath.Join(n.StateDir, "cluster"), keep+"/cluster").Run()
+				t.Logf("the node's logs are kept in %s", keep)
+			} else {
+				t.Logf("keeping the logs: %v: %s", err, out)
+			}
+		}
+		start := time.Now()
+		if err := n.Stop(); err != nil {
+			t.Errorf("stopping the node: %v", err)
+		}
+		t.Logf("TIMING node stopped and torn down in %s", time.Since(start).Round(10*time.Millisecond))
+		if left := realnode.Leftovers(n.StateDir); len(left) > 0 {
+			t.Errorf("left after the teardown:\n  %s", strings.Join(left, "\n  "))
+		}
+	})
+	return n
+}

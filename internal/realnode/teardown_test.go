@@ -1,0 +1,168 @@
+//go:build realnode
+
+package realnode_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/internal/realnode"
+	"github.com/userland-dev/userland/internal/testenv"
+)
+
+// crashChildEnv makes the test binary a child that brings a node up with a
+// running pod, prints crashChildReady and waits to be killed.
+const (
+	crashChildEnv   = "USERLAND_REALNODE_CRASH_CHILD"
+	crashChildReady = "REALNODE-READY"
+)
+
+// TestTeardownAfterCrash kills -9 a test run that has a node up with a
+// running pod (its daemons die with it; containerd's shims and the pod do
+// not, nor do mounts, namespaces, cgroups and rules), checks that the
+// teardown removes everything, and that the next bring-up starts clean.
+func TestTeardownAfterCrash(t *testing.T) {
+	opts := nodeOptions(t)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), crashChildEnv+"=1", imagesEnv+"="+imagesDir(opts.Images),
+		"USERLAND_CONTROL_PLANE_DIR="+opts.ControlPlaneDir, "USERLAND_NODE_DIR="+opts.NodeBinariesDir)
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == crashChildReady {
+				ready <- true
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			_ = child.Wait()
+			t.Fatalf("the child run ended before its node was up: %v", child.ProcessState)
+		}
+	case <-time.After(5 * time.Minute):
+		_ = child.Process.Kill()
+		t.Fatal("the child run's node was not up in 5 minutes")
+	}
+	t.Logf("TIMING child run: node and pod up in %s", time.Since(start).Round(10*time.Millisecond))
+
+	// The crash: SIGKILL to the whole test run, which leaves no chance
+	// for cleanup. Its daemons die with it (they are tied to it).
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	time.Sleep(time.Second)
+	left := realnode.Leftovers(realnode.DefaultStateDir)
+	t.Logf("left by the crash (%d):\n  %s", len(left), strings.Join(left, "\n  "))
+	if len(left) == 0 {
+		t.Error("a crash left nothing behind: the test did not crash a running node")
+	}
+
+	start = time.Now()
+	if err := realnode.Teardown(realnode.DefaultStateDir); err != nil {
+		t.Fatalf("teardown after the crash: %v", err)
+	}
+	t.Logf("TIMING teardown after the crash took %s", time.Since(start).Round(10*time.Millisecond))
+	if left := realnode.Leftovers(realnode.DefaultStateDir); len(left) > 0 {
+		t.Fatalf("left after the teardown:\n  %s", strings.Join(left, "\n  "))
+	}
+	checkHostClean(t)
+	if err := realnode.Teardown(realnode.DefaultStateDir); err != nil {
+		t.Errorf("a second teardown: %v", err)
+	}
+
+	// A bring-up after it starts clean (startNode checks what its own
+	// teardown leaves).
+	n := startNode(t)
+	t.Logf("second bring-up: node Ready after %s", n.Timings[len(n.Timings)-1].After.Round(10*time.Millisecond))
+}
+
+// checkHostClean checks the host's own network state for the node's
+// traces: its nftables table, iptables chains, and a netns by its name.
+func checkHostClean(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("nft", "list", "ruleset").CombinedOutput(); err != nil {
+		t.Errorf("nft list ruleset: %v: %s", err, out)
+	} else if strings.Contains(string(out), "userland-realnode") || strings.Contains(string(out), "kube-") {
+		t.Errorf("the host's nftables ruleset holds the node's rules:\n%s", out)
+	}
+	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err == nil && strings.Contains(string(out), realnode.NetnsName) {
+		t.Errorf("ip netns list still shows %s", realnode.NetnsName)
+	}
+}
+
+func imagesDir(paths []string) string {
+	if len(paths) == 0 {
+		return ""
+	}
+	i := strings.LastIndexByte(paths[0], '/')
+	return paths[0][:i]
+}
+
+// crashChild is the child run: a node with one Ready pod of the probe
+// image, then it waits for its SIGKILL.
+func crashChild() int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		return 1
+	}
+	imgs, err := packImages()
+	if err != nil {
+		return fail(err)
+	}
+	n, err := realnode.Start(context.Background(), realnode.Options{
+		NodeBinariesDir:   os.Getenv("USERLAND_NODE_DIR"),
+		ControlPlaneDir:   os.Getenv("USERLAND_CONTROL_PLANE_DIR"),
+		CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
+		Images:            imgs,
+		Logf:              func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+	})
+	if err != nil {
+		return fail(err)
+	}
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "probe"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: probeImage, ReadinessProbe: readiness()}}},
+	}
+	if err := n.Cluster.Client.Create(ctx, pod); err != nil {
+		return fail(err)
+	}
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		var live corev1.Pod
+		if err := n.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(pod), &live); err == nil && podReady(&live) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("pod not Ready in 3 minutes"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Println(crashChildReady)
+	time.Sleep(time.Hour)
+	return 1
+}
