@@ -40,8 +40,9 @@ const (
 // TestNetworkPolicyOnRealNode runs the Userland controller against a real
 // node and checks, by connecting, what the NetworkPolicies it creates
 // enforce: one student's pod reaches neither another student's pod nor
-// their Service; the gateway's pod reaches both; the kubelet's readiness
-// probes still pass; cluster DNS answers. It relies on no policy's name
+// their Service (by egress and, for a template without egress rules, by
+// ingress alone), nor the API server; the gateway's pod reaches them all;
+// the kubelet's readiness probes still pass; cluster DNS answers. It relies on no policy's name
 // or shape, only on reachability, and creates no policy itself.
 func TestNetworkPolicyOnRealNode(t *testing.T) {
 	n := startNode(t)
@@ -59,14 +60,22 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// alice and bob get the default egress (Internet: DNS and public
+	// addresses only); carol's template leaves egress unrestricted, so
+	// that what refuses her is the other pods' ingress rules alone.
 	tmpl := testobj.MakeTemplate(ns, "probe").Image(probeImage).Obj()
 	tmpl.Spec.PodTemplate.Spec.Containers[0].ReadinessProbe = readiness()
-	if err := c.Create(ctx, tmpl); err != nil {
-		t.Fatal(err)
+	open := testobj.MakeTemplate(ns, "open").Image(probeImage).Obj()
+	open.Spec.PodTemplate.Spec.Containers[0].ReadinessProbe = readiness()
+	open.Spec.Network = &v1alpha1.NetworkSpec{Egress: v1alpha1.EgressUnrestricted}
+	for _, o := range []client.Object{tmpl, open} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	created := time.Now()
-	for _, u := range [][2]string{{"alice", "alice"}, {"bob", "bob"}} {
-		if err := c.Create(ctx, testobj.MakeUserland(ns, u[0], u[1], "probe").Obj()); err != nil {
+	for _, u := range [][2]string{{"alice", "probe"}, {"bob", "probe"}, {"carol", "open"}} {
+		if err := c.Create(ctx, testobj.MakeUserland(ns, u[0], u[0], u[1]).Obj()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,39 +90,54 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	alice := readyPod(ctx, t, n, ns, map[string]string{v1alpha1.LabelUserland: "alice"})
-	t.Logf("TIMING alice's pod Ready %s after her Userland was created", time.Since(created).Round(10*time.Millisecond))
-	bob := readyPod(ctx, t, n, ns, map[string]string{v1alpha1.LabelUserland: "bob"})
-	t.Logf("TIMING bob's pod Ready %s after his Userland was created", time.Since(created).Round(10*time.Millisecond))
-	gw := readyPod(ctx, t, n, gatewayNamespace, map[string]string{gatewayLabel: gatewayName})
-	aliceSvc, bobSvc := serviceAddr(ctx, t, n, ns, "alice"), serviceAddr(ctx, t, n, ns, "bob")
-	alicePod, bobPod := net.JoinHostPort(alice.Status.PodIP, "8080"), net.JoinHostPort(bob.Status.PodIP, "8080")
-	t.Logf("alice %s (Service %s), bob %s (Service %s), gateway %s", alicePod, aliceSvc, bobPod, bobSvc, gw.Status.PodIP)
-
-	// The controller's policies, whatever their names: enforcement is
-	// timed from when one selecting bob's pod is first seen.
-	seen := policyCovering(ctx, t, n, ns, bob)
-	for _, tc := range []struct{ from, name, addr string }{
-		{alice.Status.PodIP, "alice → bob's pod", bobPod},
-		{alice.Status.PodIP, "alice → bob's Service", bobSvc},
-		{bob.Status.PodIP, "bob → alice's pod", alicePod},
-		{bob.Status.PodIP, "bob → alice's Service", aliceSvc},
-	} {
-		latency := eventually(ctx, t, n, tc.from, tc.addr, false)
-		t.Logf("TIMING %s refused %s after the policy was seen (%s after this check began)", tc.name, time.Since(seen).Round(10*time.Millisecond), latency.Round(10*time.Millisecond))
+	pods, svcs := map[string]string{}, map[string]string{}
+	var students []*corev1.Pod
+	for _, u := range []string{"alice", "bob", "carol"} {
+		p := readyPod(ctx, t, n, ns, map[string]string{v1alpha1.LabelUserland: u})
+		t.Logf("TIMING %s's pod Ready %s after the Userlands were created", u, time.Since(created).Round(10*time.Millisecond))
+		students = append(students, p)
+		pods[u] = net.JoinHostPort(p.Status.PodIP, "8080")
+		svcs[u] = serviceAddr(ctx, t, n, ns, u)
+		t.Logf("%s: pod %s, Service %s", u, pods[u], svcs[u])
 	}
-	for _, addr := range []string{alicePod, bobPod, aliceSvc, bobSvc} {
-		if msg, ok := dial(ctx, n, gw.Status.PodIP, addr); !ok {
+	alice, bob, carol := students[0].Status.PodIP, students[1].Status.PodIP, students[2].Status.PodIP
+	gw := readyPod(ctx, t, n, gatewayNamespace, map[string]string{gatewayLabel: gatewayName}).Status.PodIP
+	apiServer := strings.TrimPrefix(n.Cluster.Server(), "https://")
+
+	// The controller's policies, whatever their names or number.
+	policyCovering(ctx, t, n, ns, students[1])
+	for _, tc := range []struct{ from, name, addr string }{
+		{alice, "alice → bob's pod", pods["bob"]},
+		{alice, "alice → bob's Service", svcs["bob"]},
+		{bob, "bob → alice's pod", pods["alice"]},
+		{bob, "bob → alice's Service", svcs["alice"]},
+		// carol has no egress rules: bob's and alice's ingress refuse her.
+		{carol, "carol (no egress rules) → bob's pod", pods["bob"]},
+		{carol, "carol (no egress rules) → alice's Service", svcs["alice"]},
+		// Internet egress never reaches a private address.
+		{alice, "alice → the API server", apiServer},
+	} {
+		waited := eventually(ctx, t, n, tc.from, tc.addr, false)
+		t.Logf("TIMING %s refused %s after the Userlands were created (waited %s for it here)", tc.name, time.Since(created).Round(10*time.Millisecond), waited.Round(10*time.Millisecond))
+	}
+	// What is allowed: the gateway reaches every environment, by pod and
+	// by Service; carol, with unrestricted egress, reaches the API server
+	// (so the refusals above are the policies', not a broken network).
+	for _, addr := range []string{pods["alice"], pods["bob"], pods["carol"], svcs["alice"], svcs["bob"], svcs["carol"]} {
+		if msg, ok := dial(ctx, n, gw, addr); !ok {
 			t.Errorf("the gateway's pod did not reach %s: %s", addr, msg)
 		} else {
 			t.Logf("gateway → %s: %s", addr, msg)
 		}
 	}
+	if msg, ok := dial(ctx, n, carol, apiServer); !ok {
+		t.Errorf("carol (unrestricted egress) did not reach the API server %s: %s", apiServer, msg)
+	}
 	// Refused connections stay refused (not a race with a rule being
 	// rewritten).
 	for range 3 {
-		for _, addr := range []string{bobPod, bobSvc} {
-			if msg, ok := dial(ctx, n, alice.Status.PodIP, addr); ok {
+		for _, addr := range []string{pods["bob"], svcs["bob"]} {
+			if msg, ok := dial(ctx, n, alice, addr); ok {
 				t.Errorf("alice reached %s after it had been refused: %s", addr, msg)
 			}
 		}
@@ -122,7 +146,7 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 
 	// The kubelet's probes come from the node, which the policies must
 	// let through: the pods are still Ready several probe periods later.
-	for _, p := range []*corev1.Pod{alice, bob} {
+	for _, p := range students {
 		var live corev1.Pod
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &live); err != nil {
 			t.Fatal(err)
@@ -134,7 +158,7 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 
 	// Cluster DNS (CoreDNS, a process on the node's address).
 	for _, name := range []string{"kubernetes.default", "kubernetes.default.svc.cluster.local"} {
-		body, err := get(ctx, n, alice.Status.PodIP, "/lookup?name="+url.QueryEscape(name))
+		body, err := get(ctx, n, alice, "/lookup?name="+url.QueryEscape(name))
 		if err != nil || !strings.Contains(body, "10.96.0.1") {
 			t.Errorf("alice's pod looking up %s: %q, %v (want 10.96.0.1)", name, body, err)
 		} else {
@@ -170,6 +194,9 @@ func startController(t *testing.T, n *realnode.Node) {
 		GatewayURL:       "https://userland.example.edu",
 		GatewaySelector:  gatewayLabel + "=" + gatewayName,
 		GatewayNamespace: gatewayNamespace,
+		// CoreDNS runs as a process on the node's address, not as
+		// kube-system's kube-dns pods: allow DNS there.
+		ClusterDNS:       controller.ClusterDNSOptions{CIDRs: []string{realnode.NodeIP + "/32"}},
 		RolloutIdleAfter: 10 * time.Minute,
 		Registry:         prometheus.NewRegistry(),
 	})
@@ -228,8 +255,9 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// serviceAddr is the ClusterIP and port of the controller's Service for
-// a Userland, found by its label rather than its name.
+// serviceAddr is the address of the controller's Service for a
+// Userland, found by its label rather than its name: its ClusterIP and
+// port, or its DNS name when it is headless.
 func serviceAddr(ctx context.Context, t *testing.T, n *realnode.Node, ns, userland string) string {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
@@ -240,7 +268,12 @@ func serviceAddr(ctx context.Context, t *testing.T, n *realnode.Node, ns, userla
 		}
 		if len(svcs.Items) == 1 && svcs.Items[0].Spec.ClusterIP != "" && len(svcs.Items[0].Spec.Ports) > 0 {
 			s := svcs.Items[0]
-			return net.JoinHostPort(s.Spec.ClusterIP, strconv.Itoa(int(s.Spec.Ports[0].Port)))
+			port := strconv.Itoa(int(s.Spec.Ports[0].Port))
+			if s.Spec.ClusterIP == corev1.ClusterIPNone {
+				// Headless: the name resolves to the pod, through DNS.
+				return net.JoinHostPort(s.Name+"."+s.Namespace+".svc.cluster.local", port)
+			}
+			return net.JoinHostPort(s.Spec.ClusterIP, port)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no Service for %s in %s: %d found", userland, ns, len(svcs.Items))
@@ -309,9 +342,10 @@ func eventually(ctx context.Context, t *testing.T, n *realnode.Node, from, addr 
 	start := time.Now()
 	for {
 		msg, ok := dial(ctx, n, from, addr)
-		// Refused means the probe answered that its dial failed, not that
-		// the probe itself could not be asked.
-		if ok == want && (want || strings.HasPrefix(msg, "refused")) {
+		// Refused means the probe answered that its connection failed:
+		// not that the probe itself could not be asked, nor that a name
+		// did not resolve.
+		if ok == want && (want || (strings.HasPrefix(msg, "refused") && !strings.Contains(msg, "lookup"))) {
 			t.Logf("%s → %s: %s", from, addr, msg)
 			return time.Since(start)
 		}

@@ -18,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/testenv"
 )
@@ -26,6 +30,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		os.Exit(crashChild())
 	}
+	// The controller's logs at error level, as in every other suite.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	os.Exit(m.Run())
 }
 
