@@ -32,7 +32,11 @@ func TestMain(m *testing.M) {
 	}
 	// The controller's logs at error level, as in every other suite.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	os.Exit(m.Run())
+	code := m.Run()
+	if images.dir != "" {
+		_ = os.RemoveAll(images.dir)
+	}
+	os.Exit(code)
 }
 
 // The images every node imports: userland.local/pause:1 (the sandbox) and
@@ -42,6 +46,7 @@ const probeImage = "userland.local/probe:1"
 
 var images struct {
 	once  sync.Once
+	dir   string // made by this process, removed after the tests
 	paths []string
 	err   error
 }
@@ -60,6 +65,7 @@ func packImages() ([]string, error) {
 			images.err = err
 			return
 		}
+		images.dir = dir
 		bin := filepath.Join(dir, "nodeimage")
 		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./hack/nodeimage")
 		build.Dir = testenv.RepoRoot()
@@ -126,6 +132,17 @@ func startNode(t *testing.T) *realnode.Node {
 	}
 	t.Logf("TIMING node Ready with its firewall after %s (cold or warm: see the step lines above)", time.Since(start).Round(10*time.Millisecond))
 	t.Cleanup(func() {
+		// The node's parts run with least-privilege identities: a refusal
+		// in their logs means a ClusterRole lacks something they use.
+		for _, name := range []string{"kubelet", "kube-proxy", "kube-router", "coredns"} {
+			data, _ := os.ReadFile(filepath.Join(n.StateDir, "logs", name+".log"))
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, "is forbidden") || strings.Contains(line, "Forbidden") {
+					t.Errorf("%s was refused something its identity should allow: %s", name, line)
+					break
+				}
+			}
+		}
 		if t.Failed() {
 			// The teardown removes the logs with the state directory.
 			keep := realnode.DefaultStateDir + "-logs"

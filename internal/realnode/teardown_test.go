@@ -35,6 +35,7 @@ const (
 // teardown removes everything, and that the next bring-up starts clean.
 func TestTeardownAfterCrash(t *testing.T) {
 	opts := nodeOptions(t)
+	before := hostSysctls(t)
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), crashChildEnv+"=1", imagesEnv+"="+imagesDir(opts.Images),
 		"USERLAND_CONTROL_PLANE_DIR="+opts.ControlPlaneDir, "USERLAND_NODE_DIR="+opts.NodeBinariesDir)
@@ -77,6 +78,7 @@ func TestTeardownAfterCrash(t *testing.T) {
 	_ = child.Wait()
 	time.Sleep(time.Second)
 	left := realnode.Leftovers(realnode.DefaultStateDir)
+	t.Logf("host sysctls after the crash (the kubelet's, host-wide):\n%s", hostSysctls(t))
 	t.Logf("left by the crash (%d):\n  %s", len(left), strings.Join(left, "\n  "))
 	if len(left) == 0 {
 		t.Error("a crash left nothing behind: the test did not crash a running node")
@@ -91,6 +93,9 @@ func TestTeardownAfterCrash(t *testing.T) {
 		t.Fatalf("left after the teardown:\n  %s", strings.Join(left, "\n  "))
 	}
 	checkHostClean(t)
+	if after := hostSysctls(t); after != before {
+		t.Errorf("host sysctls after the teardown:\n%s\nwant, as before the run:\n%s", after, before)
+	}
 	if err := realnode.Teardown(realnode.DefaultStateDir); err != nil {
 		t.Errorf("a second teardown: %v", err)
 	}
@@ -113,6 +118,21 @@ func checkHostClean(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err == nil && strings.Contains(string(out), realnode.NetnsName) {
 		t.Errorf("ip netns list still shows %s", realnode.NetnsName)
 	}
+}
+
+// hostSysctls are the host-wide sysctls the node changes (the kubelet's
+// four; forwarding is set only inside the node's namespace).
+func hostSysctls(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, k := range []string{"kernel.panic", "kernel.panic_on_oops", "vm.overcommit_memory", "vm.panic_on_oom", "net.ipv4.ip_forward"} {
+		v, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(k, ".", "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s=%s ", k, strings.TrimSpace(string(v)))
+	}
+	return b.String()
 }
 
 func imagesDir(paths []string) string {
