@@ -59,6 +59,9 @@ func internal(names ...string) *regexp.Regexp {
 
 var rules = []rule{
 	{"shipped binaries link no test code", []string{"cmd/userland", "cmd/kubectl-userland"}, testCode},
+	// `userland dev --real-node` is to use it (issue 34); its tests use
+	// testenv, its own code must not.
+	{"the real node links no test code", []string{"internal/realnode"}, testCode},
 	{"the gateway and the plugin import neither the reconcilers, the webhooks nor certificate rotation",
 		[]string{"cmd/kubectl-userland", "internal/gateway/...", "internal/plugin/..."},
 		regexp.MustCompile(`^` + regexp.QuoteMeta(module) + `/internal/(controller|webhook)(/|$)|cert-controller`)},
@@ -118,6 +121,7 @@ func TestImportRules(t *testing.T) {
 func TestRulesCatchAViolation(t *testing.T) {
 	examples := map[string]string{
 		"shipped binaries link no test code": "testing",
+		"the real node links no test code":   module + "/internal/testenv",
 		"the gateway and the plugin import neither the reconcilers, the webhooks nor certificate rotation": module + "/internal/controller",
 		"the controller and the webhooks do not import the gateway":                                        module + "/internal/gateway/dashboard",
 		"rule packages are leaves":                           module + "/internal/gateway",
