@@ -18,33 +18,50 @@ import (
 // kubelet's probes: so a test can ask any pod's probe server what that
 // pod reaches.
 func (n *Node) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// A socket belongs to the network namespace of the thread that
-		// made it. The thread is locked and never unlocked: Go discards
-		// it when this goroutine ends, so no other goroutine ever runs in
-		// the node's namespace.
-		runtime.LockOSThread()
-		f, err := os.Open(netnsPath())
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		defer func() { _ = f.Close() }()
-		if errno := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); errno != nil {
-			done <- result{err: fmt.Errorf("entering %s: %w", netnsPath(), errno)}
-			return
-		}
+	var c net.Conn
+	err := inNetns(func() error {
 		var d net.Dialer
-		c, err := d.DialContext(ctx, network, address)
-		done <- result{c, err}
+		var err error
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}
+
+// Listen listens on address inside the node's network namespace: a test
+// serves there what pods should or should not reach (a stand-in for a
+// cloud's metadata address on the node, say).
+func (n *Node) Listen(network, address string) (net.Listener, error) {
+	var l net.Listener
+	err := inNetns(func() error {
+		var err error
+		l, err = net.Listen(network, address)
+		return err
+	})
+	return l, err
+}
+
+// inNetns runs f on a thread in the node's network namespace. A socket
+// belongs to the namespace of the thread that made it, and keeps it. The
+// thread is locked and never unlocked: Go discards it when the goroutine
+// ends, so no other goroutine ever runs in the node's namespace.
+func inNetns(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		ns, err := os.Open(netnsPath())
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = ns.Close() }()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("entering %s: %w", netnsPath(), err)
+			return
+		}
+		done <- f()
 	}()
-	r := <-done
-	return r.conn, r.err
+	return <-done
 }
 
 // HTTPClient makes requests from inside the node's network namespace.

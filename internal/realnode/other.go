@@ -22,6 +22,9 @@ func (n *Node) DialContext(context.Context, string, string) (net.Conn, error) {
 	return nil, Supported()
 }
 
+// Listen fails where no node can run.
+func (n *Node) Listen(string, string) (net.Listener, error) { return nil, Supported() }
+
 // HTTPClient fails every request where no node can run.
 func (n *Node) HTTPClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: n.DialContext}}

@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +54,7 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := n.Cluster.Client
-	startController(t, n)
+	stopController := startController(t, n)
 
 	const ns = "class"
 	for _, name := range []string{ns, gatewayNamespace} {
@@ -103,6 +105,7 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 	alice, bob, carol := students[0].Status.PodIP, students[1].Status.PodIP, students[2].Status.PodIP
 	gw := readyPod(ctx, t, n, gatewayNamespace, map[string]string{gatewayLabel: gatewayName}).Status.PodIP
 	apiServer := strings.TrimPrefix(n.Cluster.Server(), "https://")
+	metadata := metadataStandIn(t, n)
 
 	// The controller's policies, whatever their names or number.
 	policyCovering(ctx, t, n, ns, students[1])
@@ -114,8 +117,10 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 		// carol has no egress rules: bob's and alice's ingress refuse her.
 		{carol, "carol (no egress rules) → bob's pod", pods["bob"]},
 		{carol, "carol (no egress rules) → alice's Service", svcs["alice"]},
-		// Internet egress never reaches a private address.
+		// Internet egress never reaches a private address, nor metadata.
 		{alice, "alice → the API server", apiServer},
+		{alice, "alice → the kubernetes Service", kubernetesService},
+		{alice, "alice → the metadata stand-in on the node", metadata},
 	} {
 		waited := eventually(ctx, t, n, tc.from, tc.addr, false)
 		t.Logf("TIMING %s refused %s after the Userlands were created (waited %s for it here)", tc.name, time.Since(created).Round(10*time.Millisecond), waited.Round(10*time.Millisecond))
@@ -130,8 +135,18 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 			t.Logf("gateway → %s: %s", addr, msg)
 		}
 	}
-	if msg, ok := dial(ctx, n, carol, apiServer); !ok {
-		t.Errorf("carol (unrestricted egress) did not reach the API server %s: %s", apiServer, msg)
+	// carol, with unrestricted egress, reaches the API server directly and
+	// through the kubernetes Service (kube-proxy's rules), so the refusals
+	// above are the policies', not a broken network; the gateway's pod
+	// reaches the metadata stand-in, so it serves pods.
+	for _, tc := range []struct{ from, name, addr string }{
+		{carol, "carol → the API server", apiServer},
+		{carol, "carol → the kubernetes Service", kubernetesService},
+		{gw, "the gateway → the metadata stand-in", metadata},
+	} {
+		if msg, ok := dial(ctx, n, tc.from, tc.addr); !ok {
+			t.Errorf("%s (%s): %s", tc.name, tc.addr, msg)
+		}
 	}
 	// Refused connections stay refused (not a race with a rule being
 	// rewritten).
@@ -156,6 +171,21 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 		}
 	}
 
+	// The control: without the controller's policies alice reaches bob;
+	// with them again she does not. This also times enforcement from the
+	// moment a policy is seen to the first refused connection.
+	stopController()
+	if err := c.DeleteAllOf(ctx, &networkingv1.NetworkPolicy{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	eventually(ctx, t, n, alice, pods["bob"], true)
+	t.Logf("TIMING with the controller stopped and its policies deleted, alice reaches bob %s later", time.Since(deleted).Round(10*time.Millisecond))
+	startController(t, n)
+	seen := policyCovering(ctx, t, n, ns, students[1])
+	eventually(ctx, t, n, alice, pods["bob"], false)
+	t.Logf("TIMING policy enforcement: the restarted controller's policy was seen, and alice → bob refused %s later", time.Since(seen).Round(10*time.Millisecond))
+
 	// Cluster DNS (CoreDNS, a process on the node's address).
 	for _, name := range []string{"kubernetes.default", "kubernetes.default.svc.cluster.local"} {
 		body, err := get(ctx, n, alice, "/lookup?name="+url.QueryEscape(name))
@@ -167,6 +197,29 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 	}
 }
 
+// kubernetesService is the API server's Service, which kube-proxy
+// forwards to the API server on the host.
+const kubernetesService = "10.96.0.1:443"
+
+// metadataStandIn serves HTTP on 169.254.169.254:80 on the node itself,
+// where a cloud's metadata server answers pods, and returns its address.
+func metadataStandIn(t *testing.T, n *realnode.Node) string {
+	t.Helper()
+	const ip = "169.254.169.254"
+	// On the node's loopback device: it goes with the namespace.
+	if out, err := exec.Command("ip", "-n", realnode.NetnsName, "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("adding %s in the node's namespace: %v: %s", ip, err, out)
+	}
+	l, err := n.Listen("tcp", ip+":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metadata\n") }), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ip + ":80"
+}
+
 func readiness() *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
@@ -174,10 +227,11 @@ func readiness() *corev1.Probe {
 	}
 }
 
-// startController runs the Userland controller until the test ends, with
-// the RBAC it ships (config/rbac/role.yaml) and the gateway flags that
-// match the stand-in gateway pod.
-func startController(t *testing.T, n *realnode.Node) {
+// startController runs the Userland controller until the test ends or
+// the returned function stops it, with the RBAC it ships
+// (config/rbac/role.yaml) and the gateway flags that match the stand-in
+// gateway pod.
+func startController(t *testing.T, n *realnode.Node) (stop func()) {
 	t.Helper()
 	ctx := context.Background()
 	if err := n.Cluster.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml")); err != nil {
@@ -199,6 +253,7 @@ func startController(t *testing.T, n *realnode.Node) {
 		ClusterDNS:       controller.ClusterDNSOptions{CIDRs: []string{realnode.NodeIP + "/32"}},
 		RolloutIdleAfter: 10 * time.Minute,
 		Registry:         prometheus.NewRegistry(),
+		AllowRestart:     true,
 	})
 	if err != nil {
 		t.Fatalf("creating the controller: %v", err)
@@ -206,12 +261,17 @@ func startController(t *testing.T, n *realnode.Node) {
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // readyPod waits for the one pod matching sel in ns to be Ready.
