@@ -148,6 +148,7 @@ verify: ## Fail if generated files are stale, then vet and lint.
 	go test -count=1 ./test/deps/ ./test/docs/
 	go vet ./...
 	go vet -tags faults ./test/faults/
+	go vet -tags realnode ./internal/realnode/
 	$(MAKE) lint
 
 ##@ Tools

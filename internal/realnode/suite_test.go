@@ -71,11 +71,11 @@ func packImages() ([]string, error) {
 		build.Dir = testenv.RepoRoot()
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
-			images.err = fmt.Errorf("building hack/nodeimage: %v: %s", err, out)
+			images.err = fmt.Errorf("building hack/nodeimage: %w: %s", err, out)
 			return
 		}
 		if out, err := exec.Command(bin, "pack", dir).CombinedOutput(); err != nil {
-			images.err = fmt.Errorf("packing the node images: %v: %s", err, out)
+			images.err = fmt.Errorf("packing the node images: %w: %s", err, out)
 			return
 		}
 		images.paths = []string{filepath.Join(dir, "pause.tar"), filepath.Join(dir, "probe.tar")}

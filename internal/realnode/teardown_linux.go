@@ -268,7 +268,7 @@ func removeNetwork() error {
 	}
 	if out, err := exec.Command("ip", "link", "del", HostVeth).CombinedOutput(); err != nil {
 		if _, gone := net.InterfaceByName(HostVeth); gone == nil {
-			errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", HostVeth, err, out))
+			errs = append(errs, fmt.Errorf("ip link del %s: %w: %s", HostVeth, err, out))
 		}
 	}
 	return errors.Join(errs...)

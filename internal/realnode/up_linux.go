@@ -124,7 +124,7 @@ func (n *Node) up(ctx context.Context) error {
 func (n *Node) ctr(args ...string) error {
 	cmd := exec.Command(n.bin("ctr"), append([]string{"--address", n.path("containerd", "containerd.sock"), "-n", "k8s.io"}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func (n *Node) ctr(args ...string) error {
 // run runs a setup command and says what it printed when it fails.
 func run(name string, args ...string) error {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -177,7 +177,7 @@ func setUpNetwork() error {
 }
 `, PodCIDR))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("nft in the node's namespace: %v: %s", err, out)
+		return fmt.Errorf("nft in the node's namespace: %w: %s", err, out)
 	}
 	return nil
 }
