@@ -6,6 +6,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -16,6 +17,8 @@ func Teardown(string) error { return Supported() }
 func Leftovers(string) []string { return nil }
 
 func (n *Node) up(context.Context) error { return Supported() }
+
+func lock() (*os.File, error) { return nil, Supported() }
 
 // DialContext fails where no node can run.
 func (n *Node) DialContext(context.Context, string, string) (net.Conn, error) {

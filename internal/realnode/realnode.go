@@ -73,6 +73,8 @@ type Node struct {
 	opts      Options
 	start     time.Time
 	processes []*simcluster.Process
+	// lock is LockPath, held from Start until Stop has torn down.
+	lock *os.File
 }
 
 // Start tears down what an earlier run left in opts.StateDir, then brings
@@ -91,8 +93,13 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := checkBinaries(opts); err != nil {
 		return nil, err
 	}
-	n := &Node{StateDir: opts.StateDir, opts: opts, start: time.Now()}
+	held, err := lock()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{StateDir: opts.StateDir, opts: opts, start: time.Now(), lock: held}
 	if err := Teardown(opts.StateDir); err != nil {
+		_ = held.Close()
 		return nil, fmt.Errorf("tearing down an earlier run first: %w", err)
 	}
 	n.mark("earlier run torn down")
@@ -158,6 +165,10 @@ func (n *Node) Stop() error {
 		n.Cluster = nil
 	}
 	errs = append(errs, Teardown(n.StateDir))
+	if n.lock != nil {
+		errs = append(errs, n.lock.Close())
+		n.lock = nil
+	}
 	return errors.Join(errs...)
 }
 

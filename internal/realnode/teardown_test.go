@@ -70,6 +70,20 @@ func TestTeardownAfterCrash(t *testing.T) {
 	}
 	t.Logf("TIMING child run: node and pod up in %s", time.Since(start).Round(10*time.Millisecond))
 
+	// A second node cannot start beside it (the names are the machine's),
+	// and trying does not tear the running one down.
+	if second, err := realnode.Start(context.Background(), opts); err == nil {
+		_ = second.Stop()
+		t.Fatal("a second node started while the child's ran")
+	} else if !strings.Contains(err.Error(), "another real node runs") {
+		t.Fatalf("a second Start: %v, want: another real node runs", err)
+	} else {
+		t.Logf("a second Start while the child's node runs: %v", err)
+	}
+	if _, err := os.Stat(realnode.DefaultStateDir + "/ns/mnt"); err != nil {
+		t.Fatalf("the child's node was touched by the refused Start: %v", err)
+	}
+
 	// The crash: SIGKILL to the whole test run, which leaves no chance
 	// for cleanup. Its daemons die with it (they are tied to it).
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
