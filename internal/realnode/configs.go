@@ -56,7 +56,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 		// failCgroupV1 and cgroupfs: this machine has hybrid cgroups v1
 		// and no systemd. cgroupRoot puts the pods in the node's cgroup.
-		// Cluster DNS is CoreDNS as a process on the node's address.
+		// Cluster DNS is the kube-dns Service (see dns.go).
 		"kubelet.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -74,7 +74,7 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: %[7]s}
 authorization: {mode: Webhook}
-clusterDNS: [%[4]s]
+clusterDNS: [%[9]s]
 clusterDomain: cluster.local
 resolvConf: %[8]s
 failSwapOn: false
@@ -83,7 +83,7 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 `, CgroupName, n.path("containerd", "containerd.sock"), n.path("pod-logs"), NodeIP,
-			n.path("pki", "kubelet-serving.crt"), n.path("pki", "kubelet-serving.key"), n.path("pki", "ca.crt"), n.path("resolv.conf")),
+			n.path("pki", "kubelet-serving.crt"), n.path("pki", "kubelet-serving.key"), n.path("pki", "ca.crt"), n.path("resolv.conf"), ClusterDNSIP),
 
 		// nftables mode; conntrack zeros so that it writes no host-wide
 		// conntrack sysctl.
@@ -99,19 +99,6 @@ metricsBindAddress: 127.0.0.1:10249
 nodePortAddresses: [primary]
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 `, n.kubeconfig("kube-proxy"), NodeName, PodCIDR, NodeIP),
-
-		// No forward: no upstream DNS is reachable from this machine.
-		"Corefile": fmt.Sprintf(`.:53 {
-    bind %s
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig %s simulated
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-    }
-    cache 30
-}
-`, NodeIP, n.kubeconfig("coredns")),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(n.path(name), []byte(data), 0o600); err != nil {

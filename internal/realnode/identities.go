@@ -72,7 +72,12 @@ func (n *Node) writeIdentities(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := c.WriteKubeconfig(n.kubeconfig(file), cfg); err != nil {
+		path := n.kubeconfig(file)
+		if file == "coredns" {
+			// Mounted into CoreDNS's pod with its Corefile.
+			path = n.path(corednsDir, "kubeconfig")
+		}
+		if err := c.WriteKubeconfig(path, cfg); err != nil {
 			return err
 		}
 	}

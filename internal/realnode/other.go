@@ -20,6 +20,8 @@ func (n *Node) up(context.Context) error { return Supported() }
 
 func lock() (*os.File, error) { return nil, Supported() }
 
+func killNode(string) error { return Supported() }
+
 // DialContext fails where no node can run.
 func (n *Node) DialContext(context.Context, string, string) (net.Conn, error) {
 	return nil, Supported()

@@ -186,7 +186,8 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 	eventually(ctx, t, n, alice, pods["bob"], false)
 	t.Logf("TIMING policy enforcement: the restarted controller's policy was seen, and alice → bob refused %s later", time.Since(seen).Round(10*time.Millisecond))
 
-	// Cluster DNS (CoreDNS, a process on the node's address).
+	// Cluster DNS: CoreDNS pods behind kube-dns, which the controller's
+	// default egress rule admits.
 	for _, name := range []string{"kubernetes.default", "kubernetes.default.svc.cluster.local"} {
 		body, err := get(ctx, n, alice, "/lookup?name="+url.QueryEscape(name))
 		if err != nil || !strings.Contains(body, "10.96.0.1") {
@@ -248,9 +249,6 @@ func startController(t *testing.T, n *realnode.Node) (stop func()) {
 		GatewayURL:       "https://userland.example.edu",
 		GatewaySelector:  gatewayLabel + "=" + gatewayName,
 		GatewayNamespace: gatewayNamespace,
-		// CoreDNS runs as a process on the node's address, not as
-		// kube-system's kube-dns pods: allow DNS there.
-		ClusterDNS:       controller.ClusterDNSOptions{CIDRs: []string{realnode.NodeIP + "/32"}},
 		RolloutIdleAfter: 10 * time.Minute,
 		Registry:         prometheus.NewRegistry(),
 		AllowRestart:     true,

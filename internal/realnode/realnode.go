@@ -26,8 +26,8 @@ const (
 	HostVeth = "ulrealnode0"
 	// HostIP is the host end's address: the API server listens there.
 	HostIP = "10.202.0.1"
-	// NodeIP is the node's address (its InternalIP, the kubelet's and
-	// CoreDNS's address).
+	// NodeIP is the node's address (its InternalIP, where the kubelet
+	// serves).
 	NodeIP = "10.202.0.2"
 	// PodCIDR is the node's pod network, behind the bridge cni0.
 	PodCIDR = "10.244.0.0/24"
@@ -156,15 +156,20 @@ func (n *Node) mark(step string) {
 // is safe to call more than once.
 func (n *Node) Stop() error {
 	var errs []error
+	start := time.Now()
 	for i := len(n.processes) - 1; i >= 0; i-- {
 		errs = append(errs, n.processes[i].Stop(5*time.Second))
 	}
 	n.processes = nil
+	errs = append(errs, killNode(n.StateDir))
+	n.opts.Logf("realnode: stop: daemons and pods ended after %s", time.Since(start).Round(10*time.Millisecond))
 	if n.Cluster != nil {
 		errs = append(errs, n.Cluster.Stop())
 		n.Cluster = nil
 	}
+	n.opts.Logf("realnode: stop: control plane ended after %s", time.Since(start).Round(10*time.Millisecond))
 	errs = append(errs, Teardown(n.StateDir))
+	n.opts.Logf("realnode: stop: torn down after %s", time.Since(start).Round(10*time.Millisecond))
 	if n.lock != nil {
 		errs = append(errs, n.lock.Close())
 		n.lock = nil

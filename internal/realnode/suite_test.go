@@ -130,12 +130,21 @@ func startNode(t *testing.T) *realnode.Node {
 	if err != nil {
 		t.Fatalf("starting the real node: %v\n(logs were in %s/logs; it is torn down)", err, realnode.DefaultStateDir)
 	}
-	t.Logf("TIMING node Ready with its firewall after %s (cold or warm: see the step lines above)", time.Since(start).Round(10*time.Millisecond))
+	t.Logf("TIMING node Ready, with its firewall and cluster DNS, after %s (the steps are logged above)", time.Since(start).Round(10*time.Millisecond))
 	t.Cleanup(func() {
 		// The node's parts run with least-privilege identities: a refusal
 		// in their logs means a ClusterRole lacks something they use.
+		logs, _ := filepath.Glob(filepath.Join(n.StateDir, "pod-logs", "kube-system_coredns_*", "coredns", "*.log"))
 		for _, name := range []string{"kubelet", "kube-proxy", "kube-router", "coredns"} {
-			data, _ := os.ReadFile(filepath.Join(n.StateDir, "logs", name+".log"))
+			path := filepath.Join(n.StateDir, "logs", name+".log")
+			if name == "coredns" {
+				if len(logs) == 0 {
+					t.Errorf("no log of the CoreDNS pod under %s", filepath.Join(n.StateDir, "pod-logs"))
+					continue
+				}
+				path = logs[0]
+			}
+			data, _ := os.ReadFile(path)
 			for _, line := range strings.Split(string(data), "\n") {
 				if strings.Contains(line, "is forbidden") || strings.Contains(line, "Forbidden") {
 					t.Errorf("%s was refused something its identity should allow: %s", name, line)

@@ -33,7 +33,7 @@ func Teardown(stateDir string) error {
 	}
 	stateDir = filepath.Clean(stateDir)
 	var errs []error
-	if err := killAll(stateDir); err != nil {
+	if err := killAll(stateDir, true); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmountAll(stateDir); err != nil {
@@ -70,7 +70,7 @@ func Leftovers(stateDir string) []string {
 	}
 	stateDir = filepath.Clean(stateDir)
 	var left []string
-	for _, p := range nodePIDs(stateDir) {
+	for _, p := range nodePIDs(stateDir, true) {
 		left = append(left, fmt.Sprintf("process %d (%s)", p, cmdline(p)))
 	}
 	for _, m := range mountsUnder(stateDir) {
@@ -93,15 +93,20 @@ func Leftovers(stateDir string) []string {
 
 func netnsPath() string { return "/run/netns/" + NetnsName }
 
-// killAll kills, with SIGKILL, every process of the node: those whose
-// command line names the state directory (the control plane, containerd
-// and its shims, the node's daemons), those in the cgroup (the pods), and
-// those in the network namespace. Shims outlive containerd and pods
+// killNode kills the node's daemons, shims and pods, leaving the control
+// plane (on the host) to stop on its own: pods that watch the API server
+// would otherwise hold its graceful shutdown for seconds.
+func killNode(stateDir string) error { return killAll(stateDir, false) }
+
+// killAll kills, with SIGKILL, every process of the node: with byCmdline
+// those whose command line names the state directory (the control plane,
+// containerd and its shims, the node's daemons), and always those in the
+// cgroup (the pods) and those in the network namespace. Shims outlive containerd and pods
 // outlive their shims, so the loop goes on until none is left.
-func killAll(stateDir string) error {
+func killAll(stateDir string, byCmdline bool) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pids := nodePIDs(stateDir)
+		pids := nodePIDs(stateDir, byCmdline)
 		if len(pids) == 0 {
 			return nil
 		}
@@ -117,7 +122,7 @@ func killAll(stateDir string) error {
 
 // nodePIDs are the node's live processes (zombies cannot be killed and
 // leave with their parent), never this one or its parent.
-func nodePIDs(stateDir string) []int {
+func nodePIDs(stateDir string, byCmdline bool) []int {
 	self, parent := os.Getpid(), os.Getppid()
 	found := map[int]bool{}
 	var netnsIno uint64
@@ -130,7 +135,7 @@ func nodePIDs(stateDir string) []int {
 		if err != nil || p == self || p == parent {
 			continue
 		}
-		if strings.Contains(cmdline(p), stateDir) {
+		if byCmdline && strings.Contains(cmdline(p), stateDir) {
 			found[p] = true
 			continue
 		}

@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 
 // up brings the node up step by step; Start tears down on error.
 func (n *Node) up(ctx context.Context) error {
-	for _, d := range []string{"logs", "pki", "ns", "run", "varlib", "varlog", "cni/net.d", "cni/ipam", "containerd", "kubelet", "pod-logs", "cluster", "kubeconfigs"} {
+	for _, d := range []string{"logs", "pki", "ns", "run", "varlib", "varlog", "cni/net.d", "cni/ipam", "containerd", "kubelet", "pod-logs", "cluster", "kubeconfigs", corednsDir} {
 		if err := os.MkdirAll(n.path(d), 0o700); err != nil {
 			return err
 		}
@@ -68,7 +69,11 @@ func (n *Node) up(ctx context.Context) error {
 		return err
 	}
 	n.mark("containerd serving")
-	for _, img := range n.opts.Images {
+	dns, err := n.corednsArchive()
+	if err != nil {
+		return err
+	}
+	for _, img := range append(n.opts.Images, dns) {
 		if err := n.ctr("images", "import", img); err != nil {
 			return fmt.Errorf("importing %s: %w", img, err)
 		}
@@ -81,9 +86,6 @@ func (n *Node) up(ctx context.Context) error {
 		return err
 	}
 	if err := n.launch("kube-proxy", n.bin("kube-proxy"), "--config="+n.path("kube-proxy.yaml")); err != nil {
-		return err
-	}
-	if err := n.launch("coredns", n.bin("coredns"), "-conf", n.path("Corefile")); err != nil {
 		return err
 	}
 	if err := n.waitFor(ctx, "node "+NodeName+" Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
@@ -101,6 +103,9 @@ func (n *Node) up(ctx context.Context) error {
 		return err
 	}
 	n.mark("node Ready")
+	if err := n.startClusterDNS(ctx); err != nil {
+		return err
+	}
 
 	// kube-router exits ("failed to identify the node") when its Node does
 	// not exist yet, so it starts only now.
@@ -116,6 +121,19 @@ func (n *Node) up(ctx context.Context) error {
 		return err
 	}
 	n.mark("NetworkPolicy firewall running")
+	// Through the kube-dns Service (kube-proxy's rules) to the CoreDNS pod.
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return n.DialContext(ctx, network, net.JoinHostPort(ClusterDNSIP, "53"))
+	}}
+	if err := n.waitFor(ctx, "cluster DNS", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := resolver.LookupHost(lctx, "kubernetes.default.svc.cluster.local")
+		return err == nil, nil
+	}); err != nil {
+		return err
+	}
+	n.mark("cluster DNS answering")
 	return nil
 }
 
