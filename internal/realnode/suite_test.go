@@ -146,7 +146,10 @@ func startNode(t *testing.T) *realnode.Node {
 			}
 			data, _ := os.ReadFile(path)
 			for _, line := range strings.Split(string(data), "\n") {
-				if strings.Contains(line, "is forbidden") || strings.Contains(line, "Forbidden") {
+				// "no relationship found" is the Node authorizer's graph
+				// lagging a pod's binding by a moment (upstream's kubelets
+				// log it too), not a permission the kubelet lacks.
+				if (strings.Contains(line, "is forbidden") || strings.Contains(line, "Forbidden")) && !strings.Contains(line, "no relationship found between node") {
 					t.Errorf("%s was refused something its identity should allow: %s", name, line)
 					break
 				}
