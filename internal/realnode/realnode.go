@@ -35,6 +35,11 @@ const (
 	ServiceCIDR = "10.96.0.0/16"
 	// NodeName is the node's name.
 	NodeName = "realnode"
+	// StateEnv marks every process Start starts (the control plane, the
+	// node's daemons, and containerd's shims, which inherit containerd's
+	// environment) with the state directory, so Teardown finds them after
+	// a crash. The pods are found by their cgroup.
+	StateEnv = "USERLAND_REALNODE_STATE"
 )
 
 // Options configure Start.
@@ -98,6 +103,12 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{StateDir: opts.StateDir, opts: opts, start: time.Now(), lock: held}
+	// Every process started from here on inherits the mark Teardown
+	// finds the node's processes by.
+	if err := os.Setenv(StateEnv, filepath.Clean(opts.StateDir)); err != nil {
+		_ = held.Close()
+		return nil, err
+	}
 	if err := Teardown(opts.StateDir); err != nil {
 		_ = held.Close()
 		return nil, fmt.Errorf("tearing down an earlier run first: %w", err)

@@ -99,9 +99,9 @@ func netnsPath() string { return "/run/netns/" + NetnsName }
 func killNode(stateDir string) error { return killAll(stateDir, false) }
 
 // killAll kills, with SIGKILL, every process of the node: with byCmdline
-// those whose command line names the state directory (the control plane,
-// containerd and its shims, the node's daemons), and always those in the
-// cgroup (the pods) and those in the network namespace. Shims outlive containerd and pods
+// those Start marked (the control plane, containerd and its shims, the
+// node's daemons; see StateEnv), and always those in the cgroup (the pods)
+// and those in the network namespace. Shims outlive containerd and pods
 // outlive their shims, so the loop goes on until none is left.
 func killAll(stateDir string, byCmdline bool) error {
 	deadline := time.Now().Add(10 * time.Second)
@@ -135,7 +135,7 @@ func nodePIDs(stateDir string, byCmdline bool) []int {
 		if err != nil || p == self || p == parent {
 			continue
 		}
-		if byCmdline && strings.Contains(cmdline(p), stateDir) {
+		if byCmdline && marked(p, stateDir) {
 			found[p] = true
 			continue
 		}
@@ -167,6 +167,22 @@ func nodePIDs(stateDir string, byCmdline bool) []int {
 	}
 	sort.Ints(pids)
 	return pids
+}
+
+// marked reports that the process started with StateEnv naming stateDir:
+// a process of the node's, and not, say, someone's `tail -f` of a log in
+// the state directory.
+func marked(pid int, stateDir string) bool {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if kv == StateEnv+"="+stateDir {
+			return true
+		}
+	}
+	return false
 }
 
 func cmdline(pid int) string {

@@ -259,7 +259,11 @@ const launchScript = `for h in /sys/fs/cgroup/*/; do [ -d "$h` + CgroupName + `/
 // this process: it is killed if this process dies (nsenter execs, it does
 // not fork, so the daemon is the process tied).
 func (n *Node) launch(name, bin string, args ...string) error {
-	argv := append([]string{"-c", launchScript, "sh", "nsenter", "--net=" + netnsPath(), "--mount=" + n.path("ns", "mnt"), "--", bin}, args...)
+	// The cache directory first on PATH: containerd finds its shim there
+	// (Debian's /usr/bin one otherwise), so the node runs the binaries
+	// the cache holds. env execs, as nsenter does.
+	path := n.opts.NodeBinariesDir + ":" + os.Getenv("PATH")
+	argv := append([]string{"-c", launchScript, "sh", "nsenter", "--net=" + netnsPath(), "--mount=" + n.path("ns", "mnt"), "--", "env", "PATH=" + path, bin}, args...)
 	p, err := simcluster.StartProcess(n.path("logs"), name, "/bin/sh", argv...)
 	if err != nil {
 		return err
