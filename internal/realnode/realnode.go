@@ -83,8 +83,9 @@ type Node struct {
 }
 
 // Start tears down what an earlier run left in opts.StateDir, then brings
-// up the control plane and the node and waits until the node is Ready
-// and its NetworkPolicy firewall runs. On error it tears down what it made.
+// up the control plane and the node and waits until the node is Ready,
+// its NetworkPolicy firewall runs and cluster DNS answers. On error it
+// keeps the logs (KeptLogs) and tears down what it made.
 func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := Supported(); err != nil {
 		return nil, err
@@ -115,9 +116,32 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.mark("earlier run torn down")
 	if err := n.up(ctx); err != nil {
+		if kept := n.KeepLogs(); kept != "" {
+			err = fmt.Errorf("%w (the node's logs are kept in %s)", err, kept)
+		}
 		return nil, errors.Join(err, n.Stop())
 	}
 	return n, nil
+}
+
+// KeptLogs is where KeepLogs puts the logs of a node with this state
+// directory: beside it, since the teardown removes it.
+func KeptLogs(stateDir string) string { return filepath.Clean(stateDir) + "-logs" }
+
+// KeepLogs moves the daemons' and the control plane's logs out of the
+// state directory, to KeptLogs, before a teardown removes them (a failed
+// start or test). It says where, or "" when there was nothing to keep.
+func (n *Node) KeepLogs() string {
+	kept := KeptLogs(n.StateDir)
+	_ = os.RemoveAll(kept)
+	if err := os.Rename(n.path("logs"), kept); err != nil {
+		return ""
+	}
+	cluster, _ := filepath.Glob(n.path("cluster", "*.log"))
+	for _, f := range cluster {
+		_ = os.Rename(f, filepath.Join(kept, "control-plane-"+filepath.Base(f)))
+	}
+	return kept
 }
 
 // Supported says why this machine cannot run a real node, or nil.

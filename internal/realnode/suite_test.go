@@ -128,7 +128,7 @@ func startNode(t *testing.T) *realnode.Node {
 	start := time.Now()
 	n, err := realnode.Start(ctx, opts)
 	if err != nil {
-		t.Fatalf("starting the real node: %v\n(logs were in %s/logs; it is torn down)", err, realnode.DefaultStateDir)
+		t.Fatalf("starting the real node: %v", err)
 	}
 	t.Logf("TIMING node Ready, with its firewall and cluster DNS, after %s (the steps are logged above)", time.Since(start).Round(10*time.Millisecond))
 	t.Cleanup(func() {
@@ -156,15 +156,7 @@ func startNode(t *testing.T) *realnode.Node {
 			}
 		}
 		if t.Failed() {
-			// The teardown removes the logs with the state directory.
-			keep := realnode.DefaultStateDir + "-logs"
-			_ = os.RemoveAll(keep)
-			if out, err := exec.Command("cp", "-r", filepath.Join(n.StateDir, "logs"), keep).CombinedOutput(); err == nil {
-				_ = exec.Command("cp", "-r", filepath.Join(n.StateDir, "cluster"), keep+"/cluster").Run()
-				t.Logf("the node's logs are kept in %s", keep)
-			} else {
-				t.Logf("keeping the logs: %v: %s", err, out)
-			}
+			t.Logf("the node's logs are kept in %s", n.KeepLogs())
 		}
 		start := time.Now()
 		if err := n.Stop(); err != nil {

@@ -149,12 +149,12 @@ func hostSysctls(t *testing.T) string {
 	return b.String()
 }
 
+// imagesDir is the directory packImages wrote the archives to.
 func imagesDir(paths []string) string {
 	if len(paths) == 0 {
 		return ""
 	}
-	i := strings.LastIndexByte(paths[0], '/')
-	return paths[0][:i]
+	return filepath.Dir(paths[0])
 }
 
 // crashChild is the child run: a node with one Ready pod of the probe
