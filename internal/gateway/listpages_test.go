@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -240,4 +241,36 @@ func TestListPagesShowOnlyWhatTheViewerReaches(t *testing.T) {
 			t.Errorf("the administrator's user filter X: %v", rows)
 		}
 	})
+}
+
+// TestCourseRosterImportOf2000Students: a course manager's roster of
+// 2,000 students (about 90 KiB) is imported through the course page, not
+// cut off by the main host's 64 KiB bound on small forms.
+func TestCourseRosterImportOf2000Students(t *testing.T) {
+	t.Parallel()
+	f := setupCourse(t)
+	carol := browser(t)
+	signIn(t, carol, f.gateway.URL, "carol", "carol-pw")
+	bindCourseManager(t, f.ns, "idp:carol")
+	var token string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var page string
+		page, token = f.coursePage(t, carol)
+		return strings.Contains(page, `name="roster"`), nil
+	})
+	if err != nil {
+		t.Fatal("the upload never appeared for the course manager")
+	}
+	var csv strings.Builder
+	csv.WriteString("user,role\n")
+	for i := range 2000 {
+		fmt.Fprintf(&csv, "roster-student%04d@uni.example.ac.jp,student\n", i)
+	}
+	resp, body := f.postCourse(t, carol, token, "import", csv.String())
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "2000 added") {
+		t.Fatalf("importing %d bytes: %s\n%.500s", csv.Len(), resp.Status, body)
+	}
+	if n := len(f.liveCourse(t).Spec.Students.Users); n != 2001 {
+		t.Errorf("the course lists %d students, want 2001", n)
+	}
 }
