@@ -115,7 +115,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 	classTargets(p, class)
 	pagesTargets(p, pages)
 	p("")
-	p("## Provisioning and API economy")
+	if len(results) > 0 {
+		p("## Provisioning and API economy")
+	}
 	for _, r := range results {
 		p("")
 		p("### N = %d", r.N)
