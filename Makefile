@@ -126,6 +126,10 @@ bench-class: build control-plane ## Only the class-start scenario, under each cl
 bench-course: build control-plane ## Only a 500-student course provisioned beside 500 plain Userlands; writes docs/benchmarks-course.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -class-students 0 -out docs/benchmarks-course.md $(BENCH_FLAGS)
 
+.PHONY: bench-pages
+bench-pages: build control-plane ## Only the admin page at 10000 Userlands and a 2000-student course page, timed through the gateway, and a 2000-row roster import; writes docs/benchmarks-pages.md.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -class-students 0 -course-students 0 -pages 10000 -out docs/benchmarks-pages.md $(BENCH_FLAGS)
+
 .PHONY: bench-large
 bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -out docs/benchmarks-5000.md $(BENCH_FLAGS)

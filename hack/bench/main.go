@@ -48,6 +48,9 @@ type options struct {
 	// firstStatusWindow is the controller's --first-status-window in the
 	// provisioning runs.
 	firstStatusWindow time.Duration
+	// pages is how many Userlands the list pages are timed at (0: not
+	// at all), pagesStudents of them one course's.
+	pages, pagesStudents int
 }
 
 func parseInts(s string) ([]int, error) {
@@ -92,6 +95,8 @@ func main() {
 	flag.IntVar(&o.slowClients, "slow-clients", 500, "slow anonymous clients held against the gateway (0: none)")
 	flag.DurationVar(&o.firstStatusWindow, "first-status-window", controller.DefaultFirstStatusWindow, "the controller's --first-status-window in the provisioning runs (the shipped default unless set)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
+	flag.IntVar(&o.pages, "pages", 0, "Userlands the admin and course pages are timed at, with no controller running (0: none; make bench-pages runs 10000)")
+	flag.IntVar(&o.pagesStudents, "pages-students", 2000, "of them, students of the one course whose page is timed")
 	var limits string
 	flag.IntVar(&o.courseStudents, "course-students", 500, "students of the course provisioned beside as many plain Userlands (0: none)")
 	flag.IntVar(&o.class.Students, "class-students", 500, "students in the class-start scenario (0: none)")
@@ -341,6 +346,21 @@ func run(o options) error {
 			return err
 		}
 	}
+	var pages *pagesResult
+	if o.pages > 0 {
+		// The pages need the objects, not their pods: without a
+		// controller the cluster holds only what the pages list.
+		ctrlProc.stop()
+		if pages, err = benchPages(ctx, env, c, dir, bin, o.pages, min(o.pagesStudents, o.pages)); err != nil {
+			return err
+		}
+		if o.class.Students > 0 {
+			logf("pages: deleting their namespaces before the class start")
+			if err := deletePagesNamespaces(ctx, c); err != nil {
+				return err
+			}
+		}
+	}
 	var class []classResult
 	if o.class.Students > 0 {
 		// Each run of the scenario starts a controller of its own.
@@ -354,7 +374,7 @@ func run(o options) error {
 			return err
 		}
 	}
-	return writeReport(o, results, gw, class, crs)
+	return writeReport(o, results, gw, class, crs, pages)
 }
 
 func waitHTTP(u string) error {

@@ -27,7 +27,7 @@ var routedHow = map[string]string{targetPath: "path routing", targetSubdomain: "
 // eighth of the chart's 512 MiB limit.
 const slowGrowthTargetKiB = 64 << 10
 
-func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult, crs *courseResult) error {
+func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult, crs *courseResult, pages *pagesResult) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("# Benchmarks")
@@ -113,8 +113,11 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 		}
 	}
 	classTargets(p, class)
+	pagesTargets(p, pages)
 	p("")
-	p("## Provisioning and API economy")
+	if len(results) > 0 {
+		p("## Provisioning and API economy")
+	}
 	for _, r := range results {
 		p("")
 		p("### N = %d", r.N)
@@ -224,6 +227,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 	}
 	if crs != nil {
 		courseSection(p, crs)
+	}
+	if pages != nil {
+		pagesSection(p, pages)
 	}
 	if len(class) > 0 {
 		classSection(p, o.class, class)

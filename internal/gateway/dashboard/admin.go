@@ -1,11 +1,14 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,18 +24,70 @@ import (
 
 // Filter narrows the admin view.
 type Filter struct {
-	Namespace, Template, Phase string
+	Namespace, Template, Course, Phase string
+	// User keeps environments whose user contains it, ignoring case.
+	User string
 	// IdleMinutes keeps environments idle for more than this many minutes.
 	IdleMinutes int
 }
 
-func (f Filter) keep(ul *v1alpha1.Userland, now time.Time) bool {
+// phases are the phases the list pages filter by.
+var phases = []string{"Pending", "Starting", "Ready", "Stopped", "Failed"}
+
+// phaseOf is ul's phase as the pages show it: Pending before the
+// controller has written one.
+func phaseOf(ul *v1alpha1.Userland) string {
+	return cmp.Or(string(ul.Status.Phase), string(v1alpha1.PhasePending))
+}
+
+// userMatches reports whether user contains the filter's text, ignoring
+// case; lower is that text already lower-cased.
+func userMatches(user, lower string) bool {
+	return lower == "" || strings.Contains(strings.ToLower(user), lower)
+}
+
+// adminFilter reads the admin page's filters, refusing values no page
+// offers (errQuery).
+func adminFilter(q url.Values) (Filter, error) {
+	var f Filter
+	var err error
+	for key, into := range map[string]*string{"namespace": &f.Namespace, "template": &f.Template, "course": &f.Course, "user": &f.User} {
+		if *into, err = filterValue(q, key); err != nil {
+			return f, err
+		}
+	}
+	if f.Phase, err = oneOf(q, "phase", phases); err != nil {
+		return f, err
+	}
+	f.IdleMinutes, err = idleMinutes(q)
+	return f, err
+}
+
+// query is f as a page link's query.
+func (f Filter) query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"namespace": f.Namespace, "template": f.Template, "course": f.Course, "user": f.User, "phase": f.Phase} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.IdleMinutes > 0 {
+		q.Set("idle", strconv.Itoa(f.IdleMinutes))
+	}
+	return q
+}
+
+func (f Filter) keep(ul *v1alpha1.Userland, now time.Time, lowerUser string) bool {
 	switch {
 	case f.Namespace != "" && ul.Namespace != f.Namespace:
 		return false
 	case f.Template != "" && ul.Spec.TemplateRef.Name != f.Template:
 		return false
-	case f.Phase != "" && string(ul.Status.Phase) != f.Phase:
+	case f.Course != "" && ul.Labels[v1alpha1.LabelCourse] != f.Course:
+		return false
+	case f.Phase != "" && phaseOf(ul) != f.Phase:
+		return false
+	case !userMatches(ul.Spec.User, lowerUser):
 		return false
 	case f.IdleMinutes > 0:
 		last := ul.CreationTimestamp.Time
@@ -44,7 +99,11 @@ func (f Filter) keep(ul *v1alpha1.Userland, now time.Time) bool {
 	return true
 }
 
-// admin lists every environment id may reach as admin or instructor.
+// admin lists, a page at a time, every environment id may reach as
+// admin or instructor. Rows, counts, filter choices and page numbers all
+// come from what d.reachable admits for id: a page past the end, or a
+// filter naming someone else's namespace, shows what an empty list
+// would, so paging reveals nothing the rule hides.
 func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Identity) {
 	ctx := r.Context()
 	if !d.manages(ctx, id) {
@@ -52,39 +111,88 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 		return
 	}
 	q := r.URL.Query()
-	f := Filter{Namespace: q.Get("namespace"), Template: q.Get("template"), Phase: q.Get("phase")}
-	f.IdleMinutes, _ = strconv.Atoi(q.Get("idle"))
+	f, err := adminFilter(q)
+	page, limit, perr := paging(q)
+	if err = cmp.Or(err, perr); err != nil {
+		gwpages.Error(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	now := d.now()
-	var all []Row
-	rows, err := d.visible(ctx, id, func(_ authz.Reason, ul *v1alpha1.Userland) bool {
-		all = append(all, rowOf(ul, ""))
-		return f.keep(ul, now)
+	lowerUser := strings.ToLower(f.User)
+	// Only the page's rows are built (rowOf); the rest are counted.
+	var kept []*v1alpha1.Userland
+	reasons := map[*v1alpha1.Userland]authz.Reason{}
+	namespaces, templates, courses := set{}, set{}, set{}
+	err = d.reachable(ctx, id, func(reason authz.Reason, ul *v1alpha1.Userland) {
+		// The filter choices come from what the user may see, not the cluster.
+		namespaces.add(ul.Namespace)
+		templates.add(ul.Spec.TemplateRef.Name)
+		courses.add(ul.Labels[v1alpha1.LabelCourse])
+		if f.keep(ul, now, lowerUser) {
+			kept = append(kept, ul)
+			reasons[ul] = reason
+		}
 	})
 	if err != nil {
 		gwpages.Error(w, r, http.StatusInternalServerError, "could not list environments")
 		return
 	}
-	// The filter choices come from what the user may see, not the cluster.
-	var namespaces, templates []string
-	for _, row := range all {
-		if !slices.Contains(namespaces, row.Namespace) {
-			namespaces = append(namespaces, row.Namespace)
-		}
-		if !slices.Contains(templates, row.Template) {
-			templates = append(templates, row.Template)
-		}
+	slices.SortFunc(kept, byKey)
+	pager, lo, hi := paginate(AdminPath, f.query(), len(kept), page, limit)
+	rows := make([]Row, 0, hi-lo)
+	for _, ul := range kept[lo:hi] {
+		rows = append(rows, rowOf(ul, reasons[ul]))
 	}
-	slices.Sort(namespaces)
-	slices.Sort(templates)
 	render(w, http.StatusOK, "admin.html", struct {
 		Page
-		Rows                  []Row
-		Filter                Filter
-		Namespaces, Templates []string
-		Phases                []string
-		Now                   time.Time
-	}{d.pageFor(ctx, r, id, "All environments"), rows, f, namespaces, templates,
-		[]string{"Pending", "Starting", "Ready", "Stopped", "Failed"}, now})
+		Rows                           []Row
+		Pager                          Pager
+		Filter                         Filter
+		Namespaces, Templates, Courses []string
+		Phases                         []string
+		Now                            time.Time
+		// Back returns an action to this very page.
+		Back string
+	}{d.pageFor(ctx, r, id, "All environments"), rows, pager, f, namespaces.sorted(), templates.sorted(), courses.sorted(),
+		phases, now, pageBack(AdminPath, f.query(), pager.Page, limit)})
+}
+
+// pageBack is the address of a list page as shown, for actions to return
+// to.
+func pageBack(path string, q url.Values, page, limit int) string {
+	if page > 1 {
+		q.Set("page", strconv.Itoa(page))
+	}
+	if limit != DefaultLimit {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// byKey orders environments by namespace, then name.
+func byKey(a, b *v1alpha1.Userland) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+}
+
+// set collects distinct non-empty strings.
+type set map[string]struct{}
+
+func (s set) add(v string) {
+	if v != "" {
+		s[v] = struct{}{}
+	}
+}
+
+func (s set) sorted() []string {
+	out := make([]string, 0, len(s))
+	for v := range s {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // StatusEntry is one environment in the progress script's JSON.

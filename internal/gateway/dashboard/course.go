@@ -1,15 +1,11 @@
 package dashboard
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -117,94 +113,6 @@ func (d *Dashboard) courseUserlands(ctx context.Context, c *v1alpha1.Course) ([]
 		return nil, fmt.Errorf("listing the course's environments: %w", err)
 	}
 	return list.Items, nil
-}
-
-func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id session.Identity, c *v1alpha1.Course) {
-	ctx := r.Context()
-	items, err := d.courseUserlands(ctx, c)
-	if err != nil {
-		gwpages.Error(w, r, http.StatusInternalServerError, "could not list environments")
-		return
-	}
-	byUser := map[string]*CourseMember{}
-	decide := d.Policy.NewBatch(d.Reader, id)
-	for i := range items {
-		ul := &items[i]
-		reason := decide.Reason(ctx, ul)
-		if reason == "" {
-			// Carrying the course's label does not make an environment
-			// the course's: staff learn nothing of one they cannot reach.
-			continue
-		}
-		m := byUser[ul.Spec.User]
-		if m == nil {
-			m = &CourseMember{User: ul.Spec.User, Role: course.RoleOf(c, ul)}
-			byUser[ul.Spec.User] = m
-		}
-		m.Rows = append(m.Rows, rowOf(ul, reason))
-	}
-	for _, u := range c.Spec.Students.Users {
-		if byUser[u] == nil {
-			byUser[u] = &CourseMember{User: u, Role: course.Student}
-		}
-	}
-	for _, u := range c.Spec.Staff.Users {
-		if byUser[u] == nil {
-			byUser[u] = &CourseMember{User: u, Role: course.Staff}
-		}
-	}
-	// What the page offers beyond the roster: only what RBAC allows; the
-	// POST asks again.
-	changeErr := d.mayChangeCourse(ctx, id, c)
-	var cannotChange string
-	if changeErr != nil {
-		var status int
-		if status, cannotChange = courseChangeRefusal(changeErr); status != http.StatusForbidden {
-			ctrl.LoggerFrom(ctx).Error(changeErr, "checking a course change with the API server", "course", c.Name)
-		}
-	}
-	members := make([]CourseMember, 0, len(byUser))
-	var queue []Row
-	for _, m := range byUser {
-		members = append(members, *m)
-		for _, row := range m.Rows {
-			if row.Phase == string(v1alpha1.StoppedQueued) {
-				queue = append(queue, row)
-			}
-		}
-	}
-	slices.SortFunc(members, func(a, b CourseMember) int {
-		if a.Role != b.Role {
-			return strings.Compare(string(b.Role), string(a.Role)) // students, then staff
-		}
-		return strings.Compare(a.User, b.User)
-	})
-	slices.SortFunc(queue, func(a, b Row) int { return cmp.Compare(a.QueuePosition, b.QueuePosition) })
-	var problems []string
-	for _, cond := range c.Status.Conditions {
-		if cond.Status != "True" && cond.Type != v1alpha1.ConditionReady {
-			problems = append(problems, cond.Message)
-		}
-	}
-	if ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status != "True" && len(problems) == 0 {
-		problems = append(problems, ready.Message)
-	}
-	now := d.now()
-	render(w, http.StatusOK, "course.html", struct {
-		Page
-		Course   *v1alpha1.Course
-		Phase    v1alpha1.CoursePhase
-		Members  []CourseMember
-		Queue    []Row
-		Problems []string
-		Back     string
-		Now      time.Time
-		// CanChange offers the roster import and the whole-course
-		// actions; CannotChange says why they are missing.
-		CanChange    bool
-		CannotChange string
-	}{d.pageFor(ctx, r, id, "Course: "+courseTitle(c)), c, course.PhaseAt(c, now), members, queue, problems,
-		coursePage(c), now, changeErr == nil, cannotChange})
 }
 
 // coursePage is the address of c's page.

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -29,8 +30,12 @@ type Row struct {
 	Title string
 	// Label names it to assistive technology, unique on its page: the
 	// title for its owner, "<user>'s <title>" for staff.
-	Label              string
-	Phase              string
+	Label string
+	Phase string
+	// State is the phase the list filters match: the status phase,
+	// Pending before the controller's first (phaseOf). Phase may say more
+	// (a stopped environment's reason).
+	State              string
 	Message            string
 	URL                string
 	LastActivity       *time.Time
@@ -49,7 +54,7 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 	row := Row{
 		Namespace: ul.Namespace, Name: ul.Name, User: ul.Spec.User, Template: ul.Spec.TemplateRef.Name,
 		TemplateKind: ul.Spec.TemplateRef.Kind, Title: describe.Title(ul),
-		Phase: d.Phase, Message: d.Message, Running: d.Running, IdleStopAt: d.IdleStopAt,
+		Phase: d.Phase, State: phaseOf(ul), Message: d.Message, Running: d.Running, IdleStopAt: d.IdleStopAt,
 		URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: ul.Status.QueuePosition,
 	}
 	row.Label = row.Title
@@ -66,23 +71,35 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 
 // visible lists the environments id may reach, keeping those keep admits.
 func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(authz.Reason, *v1alpha1.Userland) bool) ([]Row, error) {
-	var list v1alpha1.UserlandList
-	if err := d.Reader.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing userlands: %w", err)
-	}
-	decide := d.Policy.NewBatch(d.Reader, id)
 	var rows []Row
-	for i := range list.Items {
-		ul := &list.Items[i]
-		access := decide.Reason(ctx, ul)
-		if access != "" && keep(access, ul) {
+	err := d.reachable(ctx, id, func(access authz.Reason, ul *v1alpha1.Userland) {
+		if keep(access, ul) {
 			rows = append(rows, rowOf(ul, access))
 		}
-	}
-	slices.SortFunc(rows, func(a, b Row) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-	return rows, nil
+	slices.SortFunc(rows, func(a, b Row) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	return rows, err
+}
+
+// reachable calls each with every environment id may reach and why, by
+// the one access rule (authz.Policy's batch). Every list the dashboard
+// shows, counts or pages goes through it or the same batch. ul is the
+// cache's own object: read it, never change it.
+func (d *Dashboard) reachable(ctx context.Context, id session.Identity, each func(authz.Reason, *v1alpha1.Userland)) error {
+	var list v1alpha1.UserlandList
+	if err := d.Reader.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing userlands: %w", err)
+	}
+	decide := d.Policy.NewBatch(d.Reader, id)
+	for i := range list.Items {
+		ul := &list.Items[i]
+		if access := decide.Reason(ctx, ul); access != "" {
+			each(access, ul)
+		}
+	}
+	return nil
 }
 
 // manages reports whether id administers anything: admins, and
