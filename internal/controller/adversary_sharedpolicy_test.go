@@ -235,3 +235,15 @@ func TestAdversaryForeignManagedLabelledPolicyKeepsForeignSelector(t *testing.T)
 		}
 	}
 }
+
+// Adversary: a Userland named exactly like its template's shared policy
+// would have its own (retired) policy looked up under that name. The API
+// server refuses the name: a Userland's name is a DNS label (no dots).
+func TestAdversaryUserlandNamedLikeTheSharedPolicy(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	err := env.Client.Create(context.Background(), userland(ns, sharedPolicy("t"), "mallory", "t"))
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("creating a Userland named %q: %v, want Invalid", sharedPolicy("t"), err)
+	}
+}
