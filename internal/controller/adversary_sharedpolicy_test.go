@@ -247,3 +247,63 @@ func TestAdversaryUserlandNamedLikeTheSharedPolicy(t *testing.T) {
 		t.Fatalf("creating a Userland named %q: %v, want Invalid", sharedPolicy("t"), err)
 	}
 }
+
+// Adversary: the GC decides "template gone, no Userland" from the cache and
+// then deletes. A template deleted and at once re-created (kubectl replace
+// --force, a GitOps Replace sync) with a Userland made right after races
+// it: the Userland's reconcile may still see the policy in its cache and
+// start the pod while the GC deletes the policy. Looks for a moment when a
+// pod with the label exists and the policy does not.
+func TestAdversaryTemplateRecreatedRacesTheGC(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	mk := func() *v1alpha1.Template {
+		return testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
+	}
+	create(t, mk(), userland(ns, "u0", "alice", "t"))
+	env.WaitPhase(t, ns, "u0", v1alpha1.PhaseReady)
+	if err := env.Client.Delete(ctx, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u0"}}); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: sharedPolicy("t")}
+	windows := 0
+	for i := 1; i <= 8; i++ {
+		if err := env.Client.Delete(ctx, &v1alpha1.Template{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t"}}); err != nil {
+			t.Fatal(err)
+		}
+		name := "u" + string(rune('0'+i))
+		create(t, mk(), userland(ns, name, "alice", "t"))
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			var pods corev1.PodList
+			if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{controller.LabelNetworkPolicy: key.Name}); err != nil {
+				t.Fatal(err)
+			}
+			err := env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{})
+			if apierrors.IsNotFound(err) && len(pods.Items) > 0 {
+				windows++
+				t.Logf("round %d: %d pods labelled for the policy while it does not exist", i, len(pods.Items))
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := env.Client.Delete(ctx, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		env.Eventually(t, time.Minute, "pods gone", func(ctx context.Context) (bool, error) {
+			var pods corev1.PodList
+			err := env.Client.List(ctx, &pods, client.InNamespace(ns))
+			return err == nil && len(pods.Items) == 0, err
+		})
+	}
+	if windows > 0 {
+		t.Errorf("in %d of 8 rounds a pod carried the label of a policy that did not exist", windows)
+	}
+	// In the end the policy is there for the template.
+	env.Eventually(t, 30*time.Second, "the policy exists", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+}
