@@ -195,8 +195,9 @@ func TestAdversaryUpgradeWindowKeepsStaleEgressOfTheOldPolicy(t *testing.T) {
 // controller takes it for its own instead of failing closed. Its server-side
 // apply sets the fields it owns and leaves the others' fields: here a
 // matchExpressions the pods never satisfy stays in the pod selector, and
-// every environment pod of the template runs selected by no policy.
-func TestAdversaryForeignManagedLabelledPolicyKeepsForeignSelector(t *testing.T) {
+// every environment pod of the template would run selected by no policy.
+// Holds: the apply replaces the selector and the rules.
+func TestAdversaryForeignManagedLabelledPolicyIsRewritten(t *testing.T) {
 	t.Parallel()
 	sharedController(t)
 	ctx := context.Background()
@@ -306,4 +307,35 @@ func TestAdversaryTemplateRecreatedRacesTheGC(t *testing.T) {
 		err := env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{})
 		return err == nil, client.IgnoreNotFound(err)
 	})
+}
+
+// Adversary: setup.go says "a shared policy deleted or changed by someone
+// else is put back by the next of its Userlands". Someone with edit rights
+// on NetworkPolicies opens the shared policy to every source (kubectl edit
+// keeps the annotations). Its generation changes, its Userlands are
+// reconciled, and apply skips the write because the applied-hash
+// annotation still matches: the change stays.
+func TestAdversaryEditedSharedPolicyIsNotPutBack(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj(), userland(ns, "u", "alice", "t"))
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	key := types.NamespacedName{Namespace: ns, Name: sharedPolicy("t")}
+	var np networkingv1.NetworkPolicy
+	if err := env.Client.Get(ctx, key, &np); err != nil {
+		t.Fatal(err)
+	}
+	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
+	if err := env.Client.Update(ctx, &np); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second)
+	if err := env.Client.Get(ctx, key, &np); err != nil {
+		t.Fatal(err)
+	}
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) == 0 {
+		t.Errorf("the shared policy still admits every source 4s after the edit: ingress %v", np.Spec.Ingress)
+	}
 }
