@@ -14,6 +14,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/naming"
 	"github.com/userland-dev/userland/internal/testobj"
 )
 
@@ -337,5 +338,62 @@ func TestAdversaryEditedSharedPolicyIsNotPutBack(t *testing.T) {
 	}
 	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) == 0 {
 		t.Errorf("the shared policy still admits every source 4s after the edit: ingress %v", np.Spec.Ingress)
+	}
+}
+
+// Adversary: a template author writes Userland's own labels into the pod
+// template (another template's policy label, another Userland's name, a
+// foreign managed-by), and a Template and a ClusterTemplate share a name in
+// one namespace. Every environment pod must still carry its own policy's
+// label and be selected by exactly that policy.
+func TestAdversaryTemplateLabelsAndKindNamesakes(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	w := testobj.MakeTemplate(ns, "x").Container("web").Image("example.org/app:1")
+	ct := w.Cluster()
+	ct.Name = ns + "-x" // cluster-wide: unique per test
+	tmpl := testobj.MakeTemplate(ns, ct.Name).Container("web").Image("example.org/app:1").Obj()
+	tmpl.Spec.PodTemplate.Labels = map[string]string{
+		controller.LabelNetworkPolicy: naming.TemplateNetworkPolicy(v1alpha1.TemplateKindClusterTemplate, ct.Name),
+		v1alpha1.LabelUserland:        "victim",
+		v1alpha1.LabelManagedBy:       "someone-else",
+	}
+	if err := env.Client.Create(ctx, tmpl); err != nil {
+		t.Fatalf("creating the template: %v", err) // a refusal would hold too
+	}
+	if err := env.Client.Create(ctx, ct); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ct) })
+	create(t, userland(ns, "a", "alice", ct.Name), testobj.MakeUserland(ns, "b", "bob", ct.Name).ClusterTemplate().Obj())
+	env.WaitPhase(t, ns, "a", v1alpha1.PhaseReady)
+	env.WaitPhase(t, ns, "b", v1alpha1.PhaseReady)
+	var pols networkingv1.NetworkPolicyList
+	if err := env.Client.List(ctx, &pols, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"a": naming.TemplateNetworkPolicy(v1alpha1.TemplateKindTemplate, ct.Name),
+		"b": naming.TemplateNetworkPolicy(v1alpha1.TemplateKindClusterTemplate, ct.Name),
+	}
+	for _, ul := range []string{"a", "b"} {
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: ul}); err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 {
+			t.Errorf("no pod of %s", ul)
+		}
+		for i := range pods.Items {
+			got := selecting(t, pols.Items, &pods.Items[i])
+			if len(got) != 1 || got[0].Name != want[ul] {
+				t.Errorf("pod of %s selected by %v, want only %s", ul, names(got), want[ul])
+			}
+			if m := pods.Items[i].Labels[v1alpha1.LabelManagedBy]; m != v1alpha1.ManagedByValue {
+				t.Errorf("pod of %s managed-by %q", ul, m)
+			}
+		}
 	}
 }
