@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -396,4 +397,72 @@ func TestAdversaryTemplateLabelsAndKindNamesakes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Adversary (podServing): a Userland deleted and made again under the same
+// name for the same user and template has the same pod template hash. The
+// old environment's pod lingers while the garbage collector works down
+// Deployment → ReplicaSet → pod; it carries the Userland label and the
+// current hash and is Ready. The Deployment's own status never counts it,
+// but a check that trusts any such pod reports the new environment Ready
+// before its own pod is.
+func TestAdversaryRecreatedUserlandReadyFromTheOldPod(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	create(t, testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj(), userland(ns, "u", "alice", "t"))
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	if err := env.Client.Delete(ctx, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u"}}); err != nil {
+		t.Fatal(err)
+	}
+	env.Eventually(t, 30*time.Second, "the old Userland gone", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &v1alpha1.Userland{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	create(t, userland(ns, "u", "alice", "t"))
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var ul v1alpha1.Userland
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &ul); err != nil {
+			t.Fatal(err)
+		}
+		if ul.Status.Phase != v1alpha1.PhaseReady {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		var dep appsv1.Deployment
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &dep); err != nil {
+			t.Fatalf("Ready without a Deployment: %v", err)
+		}
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: "u"}); err != nil {
+			t.Fatal(err)
+		}
+		own := 0
+		var seen []string
+		for _, p := range pods.Items {
+			ref := metav1.GetControllerOf(&p)
+			seen = append(seen, p.Name)
+			if ref == nil || p.DeletionTimestamp != nil {
+				continue
+			}
+			var rs appsv1.ReplicaSet
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &rs); err != nil {
+				continue // the old ReplicaSet, already gone
+			}
+			if metav1.IsControlledBy(&rs, &dep) {
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+						own++
+					}
+				}
+			}
+		}
+		if own == 0 {
+			t.Errorf("the new Userland is Ready while no pod of its own Deployment is Ready; pods with its label: %v", seen)
+		}
+		return
+	}
+	t.Fatal("the new Userland never became Ready")
 }
