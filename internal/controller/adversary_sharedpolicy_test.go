@@ -466,3 +466,70 @@ func TestAdversaryRecreatedUserlandReadyFromTheOldPod(t *testing.T) {
 	}
 	t.Fatal("the new Userland never became Ready")
 }
+
+// Adversary (creation memo): the shared policy is deleted right after the
+// controller creates it, before its informer shows it. Userland's memo of
+// creations then says "created, the cache lags" for up to 5 s, so neither
+// the delete event's reconciles nor the other Userlands' re-create it,
+// and the pipeline goes on to make their pods. Measures how long pods with
+// the policy's label run while the policy does not exist.
+func TestAdversaryPolicyDeletedBeforeTheCacheSawIt(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	key := types.NamespacedName{Namespace: ns, Name: sharedPolicy("t")}
+	deleted := make(chan time.Time, 1)
+	go func() {
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+			var np networkingv1.NetworkPolicy
+			if err := env.Client.Get(ctx, key, &np); err == nil {
+				uid := np.UID
+				if err := env.Client.Delete(ctx, &np, client.Preconditions{UID: &uid}); err == nil {
+					deleted <- time.Now()
+				}
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	create(t, testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj())
+	for _, n := range []string{"a", "b", "c", "d"} {
+		create(t, userland(ns, n, n+"@example.edu", "t"))
+	}
+	var at time.Time
+	select {
+	case at = <-deleted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the policy never appeared")
+	}
+	var openSince time.Time
+	var open time.Duration
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{controller.LabelNetworkPolicy: key.Name}); err != nil {
+			t.Fatal(err)
+		}
+		err := env.Client.Get(ctx, key, &networkingv1.NetworkPolicy{})
+		if apierrors.IsNotFound(err) && len(pods.Items) > 0 {
+			if openSince.IsZero() {
+				openSince = time.Now()
+			}
+			continue
+		}
+		if !openSince.IsZero() {
+			open += time.Since(openSince)
+			openSince = time.Time{}
+		}
+		if err == nil {
+			break
+		}
+	}
+	if !openSince.IsZero() {
+		open += time.Since(openSince)
+	}
+	t.Logf("policy deleted %v; pods with its label ran without it for %v", at.Format(time.StampMilli), open.Round(time.Millisecond))
+	if open > time.Second {
+		t.Errorf("environment pods ran for %v selected by no policy after the policy was deleted", open.Round(time.Millisecond))
+	}
+}
