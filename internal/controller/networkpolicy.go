@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -38,6 +39,14 @@ func (r *UserlandReconciler) reconcileNetworkPolicy(ctx context.Context, s *reco
 		// refuses (15 of 16 workers did in the 100-environment benchmark).
 		r.sharedCreate.Lock()
 		defer r.sharedCreate.Unlock()
+	}
+	if np, ok := cached.(*networkingv1.NetworkPolicy); ok && !equality.Semantic.DeepEqual(np.Spec, desired.Spec) {
+		// Edited by someone else with the applied hash left in place: the
+		// hash alone would skip the write and leave every environment of
+		// the template as the edit left it. Put it back.
+		stale := np.DeepCopy()
+		delete(stale.Annotations, AnnotationAppliedHash)
+		cached = stale
 	}
 	if err := r.apply(ctx, s, desired, cached); err != nil {
 		if errors.Is(err, errNameConflict) {

@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -148,7 +149,7 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Owns(&networkingv1.NetworkPolicy{}).
 		// A shared policy deleted or changed by someone else is put back by
 		// the next of its Userlands.
-		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfSharedPolicy),
+		Watches(&networkingv1.NetworkPolicy{}, r.sharedPolicyEvents(),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(userlandOfLabelled)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(userlandOfLabelled)).
@@ -171,6 +172,23 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 			builder.OnlyMetadata, builder.WithPredicates(labelsChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// sharedPolicyEvents enqueues a shared policy's Userlands on its events.
+// Its deletion also ends any wait for its creation (r.created): a policy
+// deleted before the cache showed it is created again by the next
+// reconcile, not left missing until the memo's TTL while pods start.
+func (r *UserlandReconciler) sharedPolicyEvents() handler.EventHandler {
+	enqueue := handler.EnqueueRequestsFromMapFunc(r.userlandsOfSharedPolicy)
+	return handler.Funcs{
+		CreateFunc:  enqueue.Create,
+		UpdateFunc:  enqueue.Update,
+		GenericFunc: enqueue.Generic,
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			r.created.Observed("NetworkPolicy", client.ObjectKeyFromObject(e.Object))
+			enqueue.Delete(ctx, e, q)
+		},
+	}
 }
 
 // userlandsOfSharedPolicy maps a shared NetworkPolicy to the Userlands of
