@@ -188,11 +188,16 @@ func CandidateNames(user string, ref v1alpha1.TemplateReference) []string {
 // maxPolicyTemplatePart bounds the template's readable part in
 // TemplateNetworkPolicy so "userland.clustertemplate.<part>-<hash>" fits a
 // label value (63): the name is also the label that selects the pods.
-const maxPolicyTemplatePart = 29
+const maxPolicyTemplatePart = 21
+
+// policyHashLen is how many hex digits of SHA-256 TemplateNetworkPolicy
+// carries: 64 bits, so nobody allowed to create templates can search out a
+// name that shares another template's policy (32 bits took minutes).
+const policyHashLen = 16
 
 // TemplateNetworkPolicy names the one NetworkPolicy an environment pod of
 // the template (kind, name) is isolated by in its namespace, e.g.
-// "userland.template.jupyterlab-1a2b3c4d". The same string is the value of
+// "userland.template.jupyterlab-1a2b3c4d5e6f7a8b". The same string is the value of
 // the pod label that policy selects. It holds dots, which a Userland's name
 // cannot, so it never collides with a per-Userland child; and a hash of kind
 // and name, so "a.b" and "a-b", or a Template and a ClusterTemplate of one
@@ -201,5 +206,5 @@ func TemplateNetworkPolicy(kind v1alpha1.TemplateKind, name string) string {
 	kind = kind.OrDefault()
 	sum := sha256.Sum256([]byte(string(kind) + "/" + name))
 	part := strings.TrimPrefix(sanitise(name, maxPolicyTemplatePart), "u-")
-	return "userland." + strings.ToLower(string(kind)) + "." + part + "-" + hex.EncodeToString(sum[:])[:8]
+	return "userland." + strings.ToLower(string(kind)) + "." + part + "-" + hex.EncodeToString(sum[:])[:policyHashLen]
 }

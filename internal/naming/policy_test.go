@@ -23,12 +23,12 @@ func TestTemplateNetworkPolicy(t *testing.T) {
 		{v1alpha1.TemplateKindClusterTemplate, "vscode", "userland.clustertemplate.vscode-"},
 		{v1alpha1.TemplateKindTemplate, "php.mariadb", "userland.template.php-mariadb-"},
 		{v1alpha1.TemplateKindTemplate, "2d", "userland.template.2d-"},
-		{v1alpha1.TemplateKindClusterTemplate, long, "userland.clustertemplate.very-long-template-name-very-"},
+		{v1alpha1.TemplateKindClusterTemplate, long, "userland.clustertemplate.very-long-template-na-"},
 	}
 	for _, tc := range cases {
 		got := TemplateNetworkPolicy(tc.kind, tc.name)
-		if !strings.HasPrefix(got, tc.wantPrefix) || len(got) != len(tc.wantPrefix)+8 {
-			t.Errorf("TemplateNetworkPolicy(%q, %q) = %q, want %q and 8 hex digits", tc.kind, tc.name, got, tc.wantPrefix)
+		if !strings.HasPrefix(got, tc.wantPrefix) || len(got) != len(tc.wantPrefix)+16 {
+			t.Errorf("TemplateNetworkPolicy(%q, %q) = %q, want %q and 16 hex digits", tc.kind, tc.name, got, tc.wantPrefix)
 		}
 		// It is both the policy's name and the pods' label value.
 		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
