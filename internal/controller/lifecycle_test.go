@@ -160,17 +160,23 @@ func TestObserveHealth(t *testing.T) {
 	}
 	// Created, its pod Ready, but the Deployment controller has not yet
 	// said Available.
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	created := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	created.CreationTimestamp = metav1.NewTime(t0)
 	created.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
 	restarting := created.DeepCopy()
 	restarting.Spec.Template.Annotations[v1alpha1.AnnotationRestartedAt] = "2026-11-25T10:00:00Z"
 	pod := func(hash string, ready bool) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationTemplateHash: hash}}}
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationTemplateHash: hash}, CreationTimestamp: metav1.NewTime(t0.Add(time.Second))}}
 		status := corev1.ConditionFalse
 		if ready {
 			status = corev1.ConditionTrue
 		}
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return p
+	}
+	older := func(p corev1.Pod, by time.Duration) corev1.Pod {
+		p.CreationTimestamp = metav1.NewTime(p.CreationTimestamp.Add(-by - time.Second))
 		return p
 	}
 	leaving := pod("h1", true)
@@ -189,6 +195,8 @@ func TestObserveHealth(t *testing.T) {
 		"only the old pod, Ready":                                    {created, []corev1.Pod{pod("h1", true)}, starting},
 		"a restart asked for, the old pod still Ready":               {restarting, []corev1.Pod{pod("h2", true)}, starting},
 		"a pod without the hash (made by hand)":                      {created, []corev1.Pod{pod("", true)}, starting},
+		"a pod older than the Deployment (a namesake's, going)":      {created, []corev1.Pod{older(pod("h2", true), 0)}, starting},
+		"a pod of the Deployment's own second":                       {created, []corev1.Pod{older(pod("h2", true), 0)}, starting},
 		"no deployment yet":                                          {nil, nil, Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
 		"available":                                                  {available, nil, Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}},
 		"spec not yet observed": {changed, nil,

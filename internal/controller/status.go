@@ -89,9 +89,15 @@ func podServing(dep *appsv1.Deployment, pods []corev1.Pod) bool {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
+		// A pod made before this Deployment (the previous environment of a
+		// Userland deleted and made again under the same name, still being
+		// garbage-collected) can carry the same hash. Timestamps have whole
+		// seconds: a pod of the same second is not trusted here, and the
+		// Deployment's own status decides (rolledOut).
 		current := pod.Annotations[AnnotationTemplateHash] != "" &&
 			pod.Annotations[AnnotationTemplateHash] == want[AnnotationTemplateHash] &&
-			pod.Annotations[v1alpha1.AnnotationRestartedAt] == want[v1alpha1.AnnotationRestartedAt]
+			pod.Annotations[v1alpha1.AnnotationRestartedAt] == want[v1alpha1.AnnotationRestartedAt] &&
+			pod.CreationTimestamp.After(dep.CreationTimestamp.Time)
 		if !current {
 			return false // an old pod is still there: the change is not done
 		}
