@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,27 +24,14 @@ import (
 const parallelism = 16
 
 func createAll(ctx context.Context, n int, build func(i int) []client.Object, c client.Client) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	work := make(chan int)
-	for range parallelism {
-		wg.Go(func() {
-			for i := range work {
-				for _, o := range build(i) {
-					if err := c.Create(ctx, o); err != nil {
-						errs <- fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
-					}
-				}
+	return eachParallel(n, func(i int) error {
+		for _, o := range build(i) {
+			if err := c.Create(ctx, o); err != nil {
+				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	return <-errs
+		}
+		return nil
+	})
 }
 
 func namespace(ctx context.Context, c client.Client, name string) error {

@@ -136,23 +136,7 @@ func TestAdversaryUpgradeWindowKeepsStaleEgressOfTheOldPolicy(t *testing.T) {
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
 	tmpl.Spec.Network = &v1alpha1.NetworkSpec{AllowedCIDRs: []v1alpha1.CIDR{"10.20.0.0/16"}}
 
-	pod := controller.PodTemplate(ul, &tmpl.Spec, controller.Routes{})
-	delete(pod.Labels, controller.LabelNetworkPolicy)
-	pod.Annotations[controller.AnnotationTemplateHash] = "made-by-an-earlier-version"
-	old := controller.Deployment(ul, pod, 1, nil)
-	oldPolicy := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u", Labels: old.Labels, OwnerReferences: old.OwnerReferences},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: "u"}},
-			PolicyTypes: both, Ingress: wantIngress, Egress: internetEgress(kubeDNS, block("10.20.0.0/16")),
-		},
-	}
-	create(t, oldPolicy, old)
-	env.Eventually(t, time.Minute, "the earlier version's pod runs", func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: "u"})
-		return err == nil && len(pods.Items) == 1, err
-	})
+	earlierVersion(t, ul, tmpl, networkingv1.NetworkPolicySpec{PolicyTypes: both, Ingress: wantIngress, Egress: internetEgress(kubeDNS, block("10.20.0.0/16"))})
 	create(t, tmpl)
 	waitPending(t, ns, "u")
 

@@ -133,23 +133,7 @@ func TestUpgradeRetiresThePerUserlandPolicyOnlyOnceItsPodsAreCovered(t *testing.
 	tmpl := testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
 	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
 
-	pod := controller.PodTemplate(ul, &tmpl.Spec, controller.Routes{})
-	delete(pod.Labels, controller.LabelNetworkPolicy)
-	pod.Annotations[controller.AnnotationTemplateHash] = "made-by-an-earlier-version"
-	old := controller.Deployment(ul, pod, 1, nil)
-	oldPolicy := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u", Labels: old.Labels, OwnerReferences: old.OwnerReferences},
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: "u"}},
-			PolicyTypes: ingressOnly, Ingress: wantIngress,
-		},
-	}
-	create(t, oldPolicy, old)
-	env.Eventually(t, time.Minute, "the earlier version's pod runs", func(ctx context.Context) (bool, error) {
-		var d appsv1.Deployment
-		err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &d)
-		return err == nil && d.Status.ReadyReplicas == 1, err
-	})
+	earlierVersion(t, ul, tmpl, networkingv1.NetworkPolicySpec{PolicyTypes: ingressOnly, Ingress: wantIngress})
 	create(t, tmpl)
 	waitPending(t, ns, "u")
 
@@ -185,6 +169,29 @@ func TestUpgradeRetiresThePerUserlandPolicyOnlyOnceItsPodsAreCovered(t *testing.
 		}
 	}
 	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+}
+
+// earlierVersion makes what a controller before the shared policy made for
+// ul from tmpl: a running Deployment whose pods lack the shared policy's
+// label, and a NetworkPolicy named after ul, owned by it and selecting its
+// pods, with rules; it returns once the pod is Ready.
+func earlierVersion(t *testing.T, ul *v1alpha1.Userland, tmpl *v1alpha1.Template, rules networkingv1.NetworkPolicySpec) {
+	t.Helper()
+	pod := controller.PodTemplate(ul, &tmpl.Spec, controller.Routes{})
+	delete(pod.Labels, controller.LabelNetworkPolicy)
+	pod.Annotations[controller.AnnotationTemplateHash] = "made-by-an-earlier-version"
+	old := controller.Deployment(ul, pod, 1, nil)
+	rules.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}}
+	oldPolicy := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ul.Namespace, Name: ul.Name, Labels: old.Labels, OwnerReferences: old.OwnerReferences},
+		Spec:       rules,
+	}
+	create(t, oldPolicy, old)
+	env.Eventually(t, time.Minute, "the earlier version's pod runs", func(ctx context.Context) (bool, error) {
+		var d appsv1.Deployment
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(ul), &d)
+		return err == nil && d.Status.ReadyReplicas == 1, err
+	})
 }
 
 // A shared policy stays while its template exists, used or not, and goes

@@ -20,48 +20,32 @@ import (
 // API server here (the gateway tests exercise the real one).
 func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
 	t.Parallel()
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul).Build()
+	c := fakeClient(t, nil)
 	now := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
 	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
 	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
 	ctx := context.Background()
 
-	stored := func() time.Time {
-		var got v1alpha1.Userland
-		if err := c.Get(ctx, key, &got); err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.LastActivityTime == nil {
-			return time.Time{}
-		}
-		return got.Status.LastActivityTime.UTC()
-	}
-
 	r.Flush(ctx)
-	if !stored().IsZero() {
+	if !stored(t, c).IsZero() {
 		t.Fatal("activity written without any")
 	}
 	r.Touch(key, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
-	if got := stored(); !got.Equal(now) {
+	if got := stored(t, c); !got.Equal(now) {
 		t.Fatalf("first activity stored as %v, want %v", got, now)
 	}
 	first := now
 	now = now.Add(30 * time.Second)
 	r.Touch(key, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
-	if got := stored(); !got.Equal(first) {
+	if got := stored(t, c); !got.Equal(first) {
 		t.Fatalf("activity written again after 30s (%v); the interval is a minute", got)
 	}
 	now = now.Add(31 * time.Second)
 	r.Touch(key, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
-	if got := stored(); !got.Equal(now) {
+	if got := stored(t, c); !got.Equal(now) {
 		t.Fatalf("activity after the interval stored as %v, want %v", got, now)
 	}
 	// What kind of use it was is stored with it.
@@ -82,19 +66,13 @@ func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
 // written by a later flush, not lost.
 func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
 	t.Parallel()
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
 	down := true
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if down {
-				return errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
-			}
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-		}}).Build()
+	c := fakeClient(t, func() error {
+		if down {
+			return errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+		}
+		return nil
+	})
 	now := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
 	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
 	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
@@ -123,32 +101,16 @@ func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
 // clock, so this use stayed pending for ever.
 func TestFlushWritesTheLastUseAfterTheInterval(t *testing.T) {
 	t.Parallel()
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
 	writes := 0
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			writes++
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-		}}).Build()
+	c := fakeClient(t, func() error {
+		writes++
+		return nil
+	})
 	start := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
 	now := start
 	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
 	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
 	ctx := context.Background()
-	stored := func() time.Time {
-		var got v1alpha1.Userland
-		if err := c.Get(ctx, key, &got); err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.LastActivityTime == nil {
-			return time.Time{}
-		}
-		return got.Status.LastActivityTime.UTC()
-	}
 
 	r.Touch(key, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx) // written: 09:00:00
@@ -158,13 +120,13 @@ func TestFlushWritesTheLastUseAfterTheInterval(t *testing.T) {
 	for _, step := range []time.Duration{45 * time.Second, 59 * time.Second} {
 		now = start.Add(step)
 		r.Flush(ctx)
-		if got := stored(); !got.Equal(start) {
+		if got := stored(t, c); !got.Equal(start) {
 			t.Fatalf("at +%v: stored %v, want %v (no second write within the interval)", step, got, start)
 		}
 	}
 	now = start.Add(time.Minute)
 	r.Flush(ctx)
-	if got := stored(); !got.Equal(lastUse) {
+	if got := stored(t, c); !got.Equal(lastUse) {
 		t.Fatalf("a minute after the first write: stored %v, want the last use %v", got, lastUse)
 	}
 	// Nothing more is used: later flushes write nothing.
@@ -175,5 +137,39 @@ func TestFlushWritesTheLastUseAfterTheInterval(t *testing.T) {
 	if writes != 2 {
 		t.Errorf("%d writes, want 2 (the first use, then the last)", writes)
 	}
-	t.Logf("writes: %d; stored last use %v", writes, stored())
+	t.Logf("writes: %d; stored last use %v", writes, stored(t, c))
+}
+
+// fakeClient holds the Userland cs101/taro. before, when set, runs ahead of
+// every status patch; its error fails the patch (an API server down).
+func fakeClient(t *testing.T, before func() error) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
+	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul)
+	if before != nil {
+		b = b.WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if err := before(); err != nil {
+				return err
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}})
+	}
+	return b.Build()
+}
+
+// stored is cs101/taro's stored last activity; zero when none.
+func stored(t *testing.T, c client.Client) time.Time {
+	t.Helper()
+	var got v1alpha1.Userland
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "cs101", Name: "taro"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.LastActivityTime == nil {
+		return time.Time{}
+	}
+	return got.Status.LastActivityTime.UTC()
 }
