@@ -130,6 +130,10 @@ bench-course: build control-plane ## Only a 500-student course provisioned besid
 bench-pages: build control-plane ## Only the admin page at 10000 Userlands and a 2000-student course page, timed through the gateway, and a 2000-row roster import; writes docs/benchmarks-pages.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -class-students 0 -course-students 0 -pages 10000 -out docs/benchmarks-pages.md $(BENCH_FLAGS)
 
+.PHONY: bench-10k
+bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (as 50 courses), each on a fresh cluster: controller and gateway RSS, time to all Ready, steady writes, a rollout to all (about an hour here); writes docs/benchmarks-10000.md.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -large 10000 -large-namespaces 1,50 -out docs/benchmarks-10000.md $(BENCH_FLAGS)
+
 .PHONY: bench-large
 bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -out docs/benchmarks-5000.md $(BENCH_FLAGS)

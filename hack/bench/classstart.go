@@ -258,11 +258,17 @@ func classRun(ctx context.Context, o classOptions, limits classLimits, env *test
 
 // startClassController runs a controller as the chart does, under limits.
 func startClassController(ctx context.Context, env *testenv.Environment, dir, bin string, limits classLimits) (*process, string, error) {
+	return startBenchController(ctx, env, dir, bin, "class-"+limits.Key, limitFlags(limits.ControllerQPS, limits.ControllerBurst)...)
+}
+
+// startBenchController runs a controller as the chart does, signed in as
+// controllerUser, with extra flags; name prefixes its files.
+func startBenchController(ctx context.Context, env *testenv.Environment, dir, bin, name string, extra ...string) (*process, string, error) {
 	cfg, err := env.CertConfigBoundTo(ctx, controllerUser, "userland-controller")
 	if err != nil {
 		return nil, "", err
 	}
-	kubeconfig := filepath.Join(dir, "class-controller.kubeconfig")
+	kubeconfig := filepath.Join(dir, name+"-controller.kubeconfig")
 	if err := kubeconfigFor(cfg, kubeconfig); err != nil {
 		return nil, "", err
 	}
@@ -271,11 +277,11 @@ func startClassController(ctx context.Context, env *testenv.Environment, dir, bi
 		return nil, "", err
 	}
 	metrics := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProcess("controller", filepath.Join(dir, "class-"+limits.Key+"-controller.log"), bin, append([]string{"controller",
+	p, err := startProcess("controller", filepath.Join(dir, name+"-controller.log"), bin, append([]string{"controller",
 		"--kubeconfig", kubeconfig, "--disable-webhooks", "--leader-elect=false",
 		"--metrics-bind-address=" + metrics, "--health-probe-bind-address=0",
 		"--gateway-url=http://" + gatewayHost, "--gateway-namespace=userland-system", "--base-domain=" + benchEnvDomain,
-	}, limitFlags(limits.ControllerQPS, limits.ControllerBurst)...)...)
+	}, extra...)...)
 	if err != nil {
 		return nil, "", err
 	}

@@ -51,6 +51,10 @@ type options struct {
 	// pages is how many Userlands the list pages are timed at (0: not
 	// at all), pagesStudents of them one course's.
 	pages, pagesStudents int
+	// large is the size of the 10,000-environment scenario (0: not run),
+	// in each of largeNamespaces layouts; it runs alone.
+	large           int
+	largeNamespaces []int
 }
 
 func parseInts(s string) ([]int, error) {
@@ -81,7 +85,7 @@ func main() {
 		}
 	}
 	var o options
-	var sizes, ws string
+	var sizes, ws, largeNS string
 	flag.StringVar(&sizes, "n", "100,1000", "numbers of Userlands to provision, comma-separated")
 	flag.DurationVar(&o.steady, "steady", 2*time.Minute, "steady-state window after convergence")
 	flag.StringVar(&ws, "websockets", "1000,8000", "held WebSocket counts, comma-separated")
@@ -96,6 +100,8 @@ func main() {
 	flag.DurationVar(&o.firstStatusWindow, "first-status-window", controller.DefaultFirstStatusWindow, "the controller's --first-status-window in the provisioning runs (the shipped default unless set)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
 	flag.IntVar(&o.pages, "pages", 0, "Userlands the admin and course pages are timed at, with no controller running (0: none; make bench-pages runs 10000)")
+	flag.IntVar(&o.large, "large", 0, "Userlands of the large scenario, run alone on clusters of its own (0: none; make bench-10k runs 10000)")
+	flag.StringVar(&largeNS, "large-namespaces", "1,50", "the large scenario's layouts: namespaces the Userlands are spread over, comma-separated")
 	flag.IntVar(&o.pagesStudents, "pages-students", 2000, "of them, students of the one course whose page is timed")
 	var limits string
 	flag.IntVar(&o.courseStudents, "course-students", 500, "students of the course provisioned beside as many plain Userlands (0: none)")
@@ -115,6 +121,9 @@ func main() {
 		fatal(err)
 	}
 	if o.wsCounts, err = parseInts(ws); err != nil {
+		fatal(err)
+	}
+	if o.largeNamespaces, err = parseInts(largeNS); err != nil {
 		fatal(err)
 	}
 	raiseFileLimit()
@@ -180,6 +189,13 @@ func run(o options) error {
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
 		return err
+	}
+	if o.large > 0 {
+		large, err := benchLarge(ctx, o, dir, bin)
+		if err != nil {
+			return err
+		}
+		return writeLargeReport(o, large)
 	}
 	logf("starting the simulated cluster (4 kwok nodes) with an audit log")
 	env, auditLog, err := startCluster(ctx, dir)

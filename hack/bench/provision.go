@@ -187,18 +187,10 @@ func waitAll(ctx context.Context, c client.Client, list client.ObjectList, ns st
 // runs it and is Ready again.
 func rollout(ctx context.Context, c client.Client, ns string, n int) (time.Duration, error) {
 	start := time.Now()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var t v1alpha1.Template
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, &t); err != nil {
-			return err
-		}
-		t.Spec.PodTemplate.Spec.Containers[0].Image = "example.org/app:2"
-		return c.Update(ctx, &t)
-	})
-	if err != nil {
+	if err := setBenchImage(ctx, c, ns, "example.org/app:2"); err != nil {
 		return 0, err
 	}
-	err = waitAll(ctx, c, &appsv1.DeploymentList{}, ns, n, func(obj client.Object) bool {
+	err := waitAll(ctx, c, &appsv1.DeploymentList{}, ns, n, func(obj client.Object) bool {
 		d := obj.(*appsv1.Deployment)
 		return d.Spec.Template.Spec.Containers[0].Image == "example.org/app:2" &&
 			d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1
@@ -210,4 +202,17 @@ func rollout(ctx context.Context, c client.Client, ns string, n int) (time.Durat
 		return ul.Status.Phase == v1alpha1.PhaseReady && !ul.Status.UpdatePending
 	})
 	return time.Since(start), err
+}
+
+// setBenchImage changes the bench template's image in ns, which every
+// environment of it rolls out.
+func setBenchImage(ctx context.Context, c client.Client, ns, image string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var t v1alpha1.Template
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, &t); err != nil {
+			return err
+		}
+		t.Spec.PodTemplate.Spec.Containers[0].Image = image
+		return c.Update(ctx, &t)
+	})
 }
