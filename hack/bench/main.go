@@ -170,6 +170,8 @@ type provisionResult struct {
 	// Stages and BaselineStages are per-environment stage times
 	// (percentiles), Userland's and the baseline's.
 	Stages, BaselineStages []stageSpan
+	// Queues are the controller's work queues while provisioning.
+	Queues []queueStats
 }
 
 // wakeSamples is how many wakes are timed.
@@ -289,7 +291,9 @@ func run(o options) error {
 			return err
 		}
 		ulStages := newStages()
-		if r.Userland, err = provision(ctx, c, ns, n, ulStages); err != nil {
+		queues := sampleQueues(ctrlMetrics, 500*time.Millisecond)
+		r.Userland, err = provision(ctx, c, ns, n, ulStages)
+		if err != nil {
 			return err
 		}
 		r.Stages = ulStages.userlandSpans()
@@ -300,6 +304,7 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
+		r.Queues = queues.stop(m0, m1)
 		r.Throttle = histogramOf(m1, "rest_client_rate_limiter_duration_seconds", nil).minus(histogramOf(m0, "rest_client_rate_limiter_duration_seconds", nil))
 		w3, err := serverWrites(env)
 		if err != nil {

@@ -132,6 +132,8 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 		p("")
 		writeStages(p, r)
 		p("")
+		writeQueues(p, r)
+		p("")
 		for _, name := range []string{"kube-apiserver", "controller"} {
 			if top, ok := r.Profiles[name]; ok {
 				p("")
