@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,7 +245,59 @@ func TestListPagesShowOnlyWhatTheViewerReaches(t *testing.T) {
 		if !slices.Equal(rows, []string{f.ns + "/x1", f.ns + "/x2", f.ns + "/x3"}) {
 			t.Errorf("the administrator's user filter X: %v", rows)
 		}
+		feed, totals := statusPages(t, root, f.gateway.URL, "/dashboard/status?"+url.Values{"all": {"1"}, "namespace": {f.ns}, "limit": {"2"}}.Encode())
+		if !slices.Equal(feed, want) || slices.ContainsFunc(totals, func(n string) bool { return n != strconv.Itoa(len(want)) }) {
+			t.Errorf("the administrator's status feed of %s, 2 a page: %v (totals %v), want %v", f.ns, feed, totals, want)
+		}
 	})
+
+	t.Run("the status feed of everything pages and filters as the admin page does", func(t *testing.T) {
+		rows, _ := adminPages(t, bob, f.gateway.URL, "/dashboard/admin?"+url.Values{"namespace": {f.ns}}.Encode())
+		feed, totals := statusPages(t, bob, f.gateway.URL, "/dashboard/status?"+url.Values{"all": {"1"}, "namespace": {f.ns}, "limit": {"1"}}.Encode())
+		if !slices.Equal(feed, rows) || len(totals) != len(rows) {
+			t.Errorf("bob's status feed of %s, a row a page: %v (totals %v); his admin page shows %v", f.ns, feed, totals, rows)
+		}
+		if feed, _ := statusPages(t, bob, f.gateway.URL, "/dashboard/status?"+url.Values{"all": {"1"}, "namespace": {hidden}}.Encode()); len(feed) != 0 {
+			t.Errorf("HOLE: bob's status feed of %s, where he reaches nothing: %v", hidden, feed)
+		}
+		for _, q := range []string{"page=0", "limit=x", "phase=" + url.QueryEscape("<script>"), "user=" + strings.Repeat("a", 5000)} {
+			if resp, body := get(t, bob, f.gateway.URL+"/dashboard/status?all=1&"+q, nil); resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("status feed ?all=1&%.40s: %s, want 400\n%.200s", q, resp.Status, body)
+			}
+		}
+	})
+}
+
+// statusPages walks the status feed from u by its Link headers and
+// returns every entry ("namespace/name") and each page's X-Total-Count.
+func statusPages(t *testing.T, c *http.Client, gw, u string) (rows, totals []string) {
+	t.Helper()
+	for page := 0; u != ""; page++ {
+		if page > 200 {
+			t.Fatalf("more than 200 pages from %s", u)
+		}
+		resp, body := get(t, c, gw+u, map[string]string{"Accept": "application/json"})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", u, resp.Status)
+		}
+		var entries []struct{ Namespace, Name string }
+		if err := json.Unmarshal([]byte(body), &entries); err != nil {
+			t.Fatalf("%s: %v\n%.300s", u, err, body)
+		}
+		for _, e := range entries {
+			rows = append(rows, e.Namespace+"/"+e.Name)
+		}
+		totals = append(totals, resp.Header.Get("X-Total-Count"))
+		u = ""
+		if link := resp.Header.Get("Link"); link != "" {
+			next, ok := strings.CutSuffix(link, `>; rel="next"`)
+			if !ok || !strings.HasPrefix(next, "</dashboard/status?") {
+				t.Fatalf("%s: Link %q", u, link)
+			}
+			u = strings.TrimPrefix(next, "<")
+		}
+	}
+	return rows, totals
 }
 
 // TestCourseRosterImportOf2000Students: a course manager's roster of

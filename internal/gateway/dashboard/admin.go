@@ -330,12 +330,25 @@ func ago(now time.Time, t *time.Time) string {
 }
 
 // status answers the progress script: the user's own environments, or
-// with ?all=1 everything they manage, with the latest event for those
-// starting or failing.
+// with ?all=1 everything they may reach, a page at a time with the admin
+// page's filters and paging (a 10,000-environment answer would be
+// megabytes for one poll), with the latest event for their own starting
+// or failing ones. The page's total and its next page are in the
+// X-Total-Count and Link headers.
 func (d *Dashboard) status(w http.ResponseWriter, r *http.Request, id session.Identity) {
 	ctx := r.Context()
-	all := r.URL.Query().Get("all") == "1"
-	rows, err := d.visible(ctx, id, func(a authz.Reason, _ *v1alpha1.Userland) bool { return all || a == authz.Owner })
+	q := r.URL.Query()
+	all := q.Get("all") == "1"
+	var rows []Row
+	var err error
+	if all {
+		if rows, err = d.statusPage(ctx, w, q, id); isQueryError(err) {
+			gwpages.Error(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+	} else {
+		rows, err = d.visible(ctx, id, func(a authz.Reason, _ *v1alpha1.Userland) bool { return a == authz.Owner })
+	}
 	if err != nil {
 		gwpages.Error(w, r, http.StatusInternalServerError, "could not list environments")
 		return
@@ -356,4 +369,40 @@ func (d *Dashboard) status(w http.ResponseWriter, r *http.Request, id session.Id
 		out = append(out, e)
 	}
 	writeJSON(w, out)
+}
+
+// statusPage is the status feed's ?all=1: one page of what id may reach,
+// filtered and paged as the admin page is, its total and next page set
+// in w's headers. Query errors are errQuery.
+func (d *Dashboard) statusPage(ctx context.Context, w http.ResponseWriter, q url.Values, id session.Identity) ([]Row, error) {
+	f, err := adminFilter(q)
+	page, limit, perr := paging(q)
+	if err = cmp.Or(err, perr); err != nil {
+		return nil, err
+	}
+	now, lowerUser := d.now(), strings.ToLower(f.User)
+	var kept []*v1alpha1.Userland
+	reasons := map[*v1alpha1.Userland]authz.Reason{}
+	err = d.reachable(ctx, id, func(reason authz.Reason, ul *v1alpha1.Userland) {
+		if f.keep(ul, now, lowerUser) {
+			kept = append(kept, ul)
+			reasons[ul] = reason
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(kept, byKey)
+	fq := f.query()
+	fq.Set("all", "1")
+	pager, lo, hi := paginate(StatusPath, fq, len(kept), page, limit)
+	w.Header().Set("X-Total-Count", strconv.Itoa(pager.Total))
+	if pager.Next != "" {
+		w.Header().Set("Link", "<"+pager.Next+`>; rel="next"`)
+	}
+	rows := make([]Row, 0, hi-lo)
+	for _, ul := range kept[lo:hi] {
+		rows = append(rows, rowOf(ul, reasons[ul]))
+	}
+	return rows, nil
 }
