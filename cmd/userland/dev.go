@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -35,7 +36,14 @@ State is kept in --state-dir between runs; --reset wipes it.
 
 With --kubeconfig it runs the controller and gateway against an existing
 cluster instead, with real pods; this machine must then reach the
-environments' Services by their cluster DNS names.`,
+environments' Services by their cluster DNS names.
+
+With --real-node (Linux, root; make dev-real-node) the pods run on one
+real node beside the simulated control plane: containerd, kubelet,
+kube-proxy, kube-router's NetworkPolicy firewall and CoreDNS, contained in
+a network namespace of their own. The gateway reaches the environments
+from inside that namespace by their Services' cluster DNS names. Nothing
+of the node is kept between runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if verbose {
@@ -88,6 +96,37 @@ environments' Services by their cluster DNS names.`,
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "run against this existing cluster instead of a simulated one")
 	f.StringVar(&opts.ControlPlaneDir, "control-plane-dir", "", "the simulated cluster's binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok); default $"+simcluster.BinariesEnvVar+", then "+simcluster.DefaultCacheDir()+", then built by `make control-plane` when run in a Userland checkout")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print the controller's and gateway's logs")
+	var real devenv.RealNodeOptions
+	var realNode bool
+	var nodeImages string
+	f.BoolVar(&realNode, "real-node", false, "run the pods on one real node (kubelet, containerd, kube-proxy, kube-router's NetworkPolicy firewall, CoreDNS) beside the simulated control plane, instead of kwok's: Linux and root only; make dev-real-node builds its parts")
+	f.StringVar(&real.NodeBinariesDir, "node-dir", os.Getenv("USERLAND_NODE_DIR"), "with --real-node: the node's binaries (hack/build-node.sh prints the directory)")
+	f.StringVar(&nodeImages, "node-images", os.Getenv("USERLAND_REALNODE_IMAGES"), "with --real-node: a directory of OCI archives (*.tar) imported into the node's containerd; the sandbox image userland.local/pause:1 must be among them (hack/nodeimage pack DIR)")
+	f.StringToStringVar(&real.ImageOverrides, "image-override", nil, "with --real-node: run a local image in place of a sample template's public one, public=local (repeatable); the samples are not changed")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if !realNode {
+			if f.Changed("node-dir") || f.Changed("node-images") || f.Changed("image-override") {
+				return errors.New("--node-dir, --node-images and --image-override need --real-node")
+			}
+			return nil
+		}
+		if opts.Kubeconfig != "" {
+			return errors.New("--real-node starts a cluster of its own; it cannot be combined with --kubeconfig")
+		}
+		if real.NodeBinariesDir == "" {
+			return errors.New("--real-node needs --node-dir (or $USERLAND_NODE_DIR): the directory hack/build-node.sh prints")
+		}
+		if nodeImages == "" {
+			return errors.New("--real-node needs --node-images (or $USERLAND_REALNODE_IMAGES): a directory with the sandbox image's archive, made by hack/nodeimage pack DIR")
+		}
+		archives, err := filepath.Glob(filepath.Join(nodeImages, "*.tar"))
+		if err != nil || len(archives) == 0 {
+			return fmt.Errorf("--node-images %s holds no *.tar archives", nodeImages)
+		}
+		real.Images = archives
+		opts.RealNode = &real
+		return nil
+	}
 	return cmd
 }
 

@@ -58,7 +58,7 @@ func (s *Stack) acquire() error {
 func (s *Stack) cluster(ctx context.Context) error {
 	scheme := v1alpha1.NewScheme()
 	s.KubeconfigPath = filepath.Join(s.opts.StateDir, "kubeconfig")
-	if !s.Simulated {
+	if s.opts.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", s.opts.Kubeconfig)
 		if err != nil {
 			return fmt.Errorf("loading %s: %w", s.opts.Kubeconfig, err)
@@ -82,14 +82,21 @@ func (s *Stack) cluster(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	s.logf("starting the simulated cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) …")
-	env, err := simcluster.Start(ctx, simcluster.Options{
-		Mode: simcluster.Full, BinariesDir: bins, Dir: runDir, StateDir: s.opts.StateDir, CRDDirectoryPaths: []string{crdDir},
-	})
-	if err != nil {
-		return fmt.Errorf("starting the simulated cluster: %w", err)
+	if s.opts.RealNode != nil {
+		if err := s.startRealNode(ctx, bins, crdDir); err != nil {
+			return err
+		}
+	} else {
+		s.logf("starting the simulated cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok) …")
+		env, err := simcluster.Start(ctx, simcluster.Options{
+			Mode: simcluster.Full, BinariesDir: bins, Dir: runDir, StateDir: s.opts.StateDir, CRDDirectoryPaths: []string{crdDir},
+		})
+		if err != nil {
+			return fmt.Errorf("starting the simulated cluster: %w", err)
+		}
+		s.env = env
 	}
-	s.env = env
+	env := s.env
 	s.logf("cluster ready in %s", time.Since(start).Round(100*time.Millisecond))
 	if env.PortMoved {
 		s.logf("the API server's previous port was taken, so it listens on a new one: tools that read %s before must read it again", filepath.Join(s.opts.StateDir, "kubeconfig"))

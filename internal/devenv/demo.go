@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/userlands"
 )
 
@@ -41,6 +42,11 @@ func (s *Stack) demo(ctx context.Context) error {
 		for _, o := range objs {
 			if o.GetKind() == "Template" {
 				o.SetNamespace(DemoNamespace)
+			}
+			if s.opts.RealNode != nil {
+				if err := overrideImages(o, s.opts.RealNode.ImageOverrides); err != nil {
+					return err
+				}
 			}
 			if err := s.apply(ctx, o); err != nil {
 				return err
@@ -81,6 +87,9 @@ func (s *Stack) Banner() string {
 	fmt.Fprintf(&b, "  Sign in as (password %q for everyone):\n", DemoPassword)
 	for _, u := range DemoUsers {
 		fmt.Fprintf(&b, "    %-8s %s\n", u.Name, u.Role)
+	}
+	if s.node != nil {
+		fmt.Fprintf(&b, "\n  Pods run on a real node (kubelet, containerd) in network namespace %s;\n  its files are under %s. Nothing of it is kept between runs.\n", realnode.NetnsName, s.node.StateDir)
 	}
 	if s.Simulated {
 		b.WriteString("\n  Pods run on simulated (kwok) nodes: every environment opens a built-in demo app\n  showing whose it is, the identity headers it received and a WebSocket echo.\n")

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/webhook"
 )
@@ -70,6 +71,26 @@ type Options struct {
 	NewController func(cfg *rest.Config, s ControllerSettings) (Runnable, error)
 	// Log receives progress lines (os.Stderr when nil).
 	Log io.Writer
+	// RealNode runs the pods on one real node (internal/realnode: a
+	// kubelet, containerd, kube-proxy, a NetworkPolicy firewall and
+	// CoreDNS) beside the simulated control plane, instead of on kwok's
+	// simulated nodes: Linux and root only. nil: kwok.
+	RealNode *RealNodeOptions
+}
+
+// RealNodeOptions configure `userland dev --real-node`.
+type RealNodeOptions struct {
+	// NodeBinariesDir is hack/build-node.sh's cache directory.
+	NodeBinariesDir string
+	// Images are OCI archives imported into the node's containerd; the
+	// sandbox image userland.local/pause:1 must be among them (make
+	// dev-real-node packs it with hack/nodeimage).
+	Images []string
+	// ImageOverrides replace images of the sample templates dev mode
+	// applies (public name → name of a local image among Images), for a
+	// machine that cannot pull the public ones. The samples themselves
+	// are not changed.
+	ImageOverrides map[string]string
 }
 
 // ControllerSettings are what dev mode decides for the controller it runs.
@@ -101,12 +122,15 @@ type Stack struct {
 	Config *rest.Config
 	// Client reads and writes the cluster without a cache.
 	Client client.Client
-	// Simulated is false when dev mode targets an existing cluster.
+	// Simulated is true when pods run on kwok's simulated nodes: false
+	// on an existing cluster and on a real node.
 	Simulated bool
 
-	opts   Options
-	lock   *os.File
-	env    *simcluster.Cluster
+	opts Options
+	lock *os.File
+	env  *simcluster.Cluster
+	// node is the real node (RealNode), which owns env.
+	node   *realnode.Node
 	apps   *DemoApps
 	cancel context.CancelFunc
 	// running counts the managers; exited closes when the first stops.
@@ -160,7 +184,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.StateDir, err = filepath.Abs(opts.StateDir); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	s := &Stack{opts: opts, apps: &DemoApps{}, exited: make(chan struct{}), Simulated: opts.Kubeconfig == ""}
+	s := &Stack{opts: opts, apps: &DemoApps{}, exited: make(chan struct{}), Simulated: opts.Kubeconfig == "" && opts.RealNode == nil}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Stop())
@@ -208,7 +232,13 @@ func (s *Stack) Stop() error {
 		s.cancel = nil
 	}
 	s.apps.Close()
-	if s.env != nil {
+	switch {
+	case s.node != nil:
+		// The node stops its pods, then the control plane, then tears
+		// everything down.
+		errs = append(errs, s.node.Stop())
+		s.node, s.env = nil, nil
+	case s.env != nil:
 		errs = append(errs, s.env.Stop())
 		s.env = nil
 	}

@@ -81,8 +81,8 @@ func (s *Stack) apply(ctx context.Context, obj *unstructured.Unstructured) error
 // install applies CRDs (existing clusters), RBAC and namespaces.
 func (s *Stack) install(ctx context.Context) error {
 	var files []string
-	if !s.Simulated {
-		// The simulated cluster got its CRDs at start.
+	if s.opts.Kubeconfig != "" {
+		// A cluster dev mode starts gets its CRDs at start.
 		entries, err := fs.ReadDir(config.Manifests, "crd/bases")
 		if err != nil {
 			return err
@@ -103,7 +103,7 @@ func (s *Stack) install(ctx context.Context) error {
 			}
 		}
 	}
-	if !s.Simulated {
+	if s.opts.Kubeconfig != "" {
 		if err := waitForCRDs(ctx, s.Client); err != nil {
 			return err
 		}

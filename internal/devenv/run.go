@@ -74,14 +74,21 @@ func (s *Stack) run(ctx context.Context) error {
 		return fmt.Errorf("creating the controller: %w", err)
 	}
 	var resolver proxy.Resolver = s.apps
+	var dial proxy.Dial
 	if !s.Simulated {
 		resolver = nil // real pods: their Services by cluster DNS
+	}
+	if s.node != nil {
+		// The host reaches neither the pods nor the cluster's DNS: the
+		// gateway connects from inside the node, as an in-cluster one
+		// would (NetworkPolicy admits the node's own traffic).
+		dial = s.node.ClusterDialContext
 	}
 	gwMgr, err := gateway.NewManager(s.Config, gateway.Options{
 		Listen: s.opts.Listen, MetricsAddr: "0", AuthMode: "static",
 		StaticUsersFile: stateFiles.users, SessionKeysFile: stateFiles.keys, SessionTTL: 12 * time.Hour,
 		InsecureCookies: true, AdminGroups: []string{AdminGroup}, ClusterDomain: "cluster.local",
-		WakeTimeout: time.Minute, ActivityInterval: 30 * time.Second, Resolver: resolver,
+		WakeTimeout: time.Minute, ActivityInterval: 30 * time.Second, Resolver: resolver, Dial: dial,
 		PublicURL: s.URL, BaseDomain: EnvironmentDomain,
 		Limits: gateway.Limits{WebSocketsPerUser: 64, WaitingPerUser: 32},
 	})

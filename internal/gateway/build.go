@@ -71,7 +71,9 @@ func NewServer(opts Options, deps Deps) (*Server, error) {
 	if publicURL != nil && opts.BaseDomain != "" && strings.HasSuffix(publicURL.Hostname(), "."+opts.BaseDomain) {
 		return nil, fmt.Errorf("--public-url's host %s is inside --base-domain %s: the main host must not be an environment host", publicURL.Hostname(), opts.BaseDomain)
 	}
-	newProxy := func(extra []string) *proxy.Proxy { return proxy.NewWithTimeout(extra, opts.UpstreamHeaderTimeout) }
+	newProxy := func(extra []string) *proxy.Proxy {
+		return proxy.NewWithDial(extra, opts.UpstreamHeaderTimeout, opts.Dial)
+	}
 	srv := &Server{
 		Reader:      deps.Reader,
 		Sessions:    store,

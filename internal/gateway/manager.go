@@ -69,6 +69,10 @@ type Options struct {
 	ActivityInterval time.Duration
 	// Resolver overrides how Services are reached (dev mode, tests).
 	Resolver proxy.Resolver
+	// Dial overrides how the addresses Resolver returns are connected to
+	// (`userland dev --real-node`: from inside the node's network
+	// namespace); nil: a plain dialer.
+	Dial proxy.Dial
 	// OIDC configures --auth-mode=oidc; ClientSecret comes from
 	// OIDCClientSecretFile.
 	OIDC auth.OIDCConfig

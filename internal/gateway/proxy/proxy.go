@@ -89,7 +89,7 @@ type Proxy struct {
 	// provider's) token, meant for the gateway's side of the proxy.
 	DropAuthorization bool
 	transport         http.RoundTripper
-	dial              func(ctx context.Context, network, addr string) (net.Conn, error)
+	dial              Dial
 	webSockets        webSockets
 }
 
@@ -108,7 +108,20 @@ const DefaultResponseHeaderTimeout = 5 * time.Minute
 // NewWithTimeout is New with a bound on how long an environment may take to
 // send its response headers (0: no bound).
 func NewWithTimeout(extraIdentityHeaders []string, responseHeaderTimeout time.Duration) *Proxy {
-	dial := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return NewWithDial(extraIdentityHeaders, responseHeaderTimeout, nil)
+}
+
+// Dial connects to an environment's address (host:port, as a Resolver
+// returned it).
+type Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// NewWithDial is NewWithTimeout connecting through dial (nil: a plain
+// dialer): `userland dev --real-node` reaches pods from inside the real
+// node's network namespace, since the host has no route to them.
+func NewWithDial(extraIdentityHeaders []string, responseHeaderTimeout time.Duration, dial Dial) *Proxy {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	return &Proxy{
 		ExtraIdentityHeaders: extraIdentityHeaders,
 		dial:                 dial,

@@ -1,0 +1,66 @@
+package devenv
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/userland-dev/userland/internal/realnode"
+)
+
+// startRealNode brings up the control plane with one real node
+// (`userland dev --real-node`). The node keeps nothing between runs: it
+// lives under realnode.DefaultStateDir, which every start tears down
+// first, so a crashed run leaves nothing that the next one trips on.
+func (s *Stack) startRealNode(ctx context.Context, controlPlaneDir, crdDir string) error {
+	if err := realnode.Supported(); err != nil {
+		return fmt.Errorf("--real-node: %w", err)
+	}
+	s.logf("starting the control plane and a real node (containerd, kubelet, kube-proxy, kube-router's firewall, CoreDNS) in network namespace %s …", realnode.NetnsName)
+	node, err := realnode.Start(ctx, realnode.Options{
+		NodeBinariesDir:   s.opts.RealNode.NodeBinariesDir,
+		ControlPlaneDir:   controlPlaneDir,
+		CRDDirectoryPaths: []string{crdDir},
+		Images:            s.opts.RealNode.Images,
+		Logf:              s.logf,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the real node: %w", err)
+	}
+	s.node, s.env = node, node.Cluster
+	return nil
+}
+
+// overrideImages replaces a sample template's container images named in
+// overrides (public name → local name), so a machine that cannot pull the
+// public images runs the local builds; nothing else in the sample changes.
+func overrideImages(obj *unstructured.Unstructured, overrides map[string]string) error {
+	if len(overrides) == 0 {
+		return nil
+	}
+	for _, field := range []string{"containers", "initContainers"} {
+		path := []string{"spec", "podTemplate", "spec", field}
+		containers, found, err := unstructured.NestedSlice(obj.Object, path...)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		if !found {
+			continue
+		}
+		for i, c := range containers {
+			container, ok := c.(map[string]any)
+			if !ok {
+				continue
+			}
+			if image, _ := container["image"].(string); overrides[image] != "" {
+				container["image"] = overrides[image]
+				containers[i] = container
+			}
+		}
+		if err := unstructured.SetNestedSlice(obj.Object, containers, path...); err != nil {
+			return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
