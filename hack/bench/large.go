@@ -319,8 +319,16 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, ns string, n int) (
 	var changed time.Time
 	most := 0
 	timeout := time.After(60 * time.Minute)
+	// A rollout to 10,000 takes tens of minutes here: say how far it is.
+	progress := time.NewTicker(time.Minute)
+	defer progress.Stop()
 	for len(updated) < n {
 		select {
+		case <-progress.C:
+			if !changed.IsZero() {
+				logf("large: rollout %s in: %d of %d updated and Ready, %d unavailable now, at most %d so far",
+					time.Since(changed).Round(time.Second), len(updated), n, len(unavailable), most)
+			}
 		case <-timeout:
 			return 0, most, fmt.Errorf("rollout: %d of %d updated after an hour", len(updated), n)
 		case ev, ok := <-w.ResultChan():
