@@ -13,9 +13,9 @@ import (
 
 var (
 	// makeInline is a make command in inline code: `make test`.
-	makeInline = regexp.MustCompile("`make ([a-z][a-z-]*)")
+	makeInline = regexp.MustCompile("`make ([a-z][a-z0-9-]*)")
 	// makeCommand is one at the start of a line of a code block.
-	makeCommand = regexp.MustCompile(`^\s*make ([a-z][a-z-]*)`)
+	makeCommand = regexp.MustCompile(`^\s*make ([a-z][a-z0-9-]*)`)
 )
 
 // makeTargets are the make targets a Markdown text tells people to run.
@@ -71,7 +71,7 @@ func makefileTargets(t *testing.T, root string) []string {
 		t.Fatal(err)
 	}
 	var targets []string
-	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z-]*):`).FindAllStringSubmatch(string(makefile), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^([a-z][a-z0-9-]*):`).FindAllStringSubmatch(string(makefile), -1) {
 		targets = append(targets, m[1])
 	}
 	return targets
