@@ -119,10 +119,12 @@ func nodeOptions(t testing.TB) realnode.Options {
 }
 
 // startNode brings a node up for the test and tears it down after,
-// checking that nothing is left.
-func startNode(t *testing.T) *realnode.Node {
+// checking that nothing is left. extraImages are OCI archives imported
+// beside the node's own (the apps' images, say).
+func startNode(t *testing.T, extraImages ...string) *realnode.Node {
 	t.Helper()
 	opts := nodeOptions(t)
+	opts.Images = append(opts.Images, extraImages...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
