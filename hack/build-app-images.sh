@@ -184,6 +184,10 @@ for app in "$@"; do
   ref=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$app_dir/image.json"):$key
   "$packer" pack -layer "$work/layer.tar" -config "$app_dir/image.json" -ref "$ref" -out "$archive"
   remove_tree "$work"
+  # Earlier builds of this app are superseded.
+  for f in "$cache/$app"-*.tar "$cache/$app"-*.json; do
+    [[ $f == "$cache/$app-$key".* ]] || rm -f "$f"
+  done
   echo "app-images: $app built in $((SECONDS - start))s: $ref ($(du -h "$archive" | cut -f1))" >&2
 done
 

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,19 +182,19 @@ func TestSampleAppsOnRealNode(t *testing.T) {
 		}
 		created[app.name] = time.Now()
 	}
+	started := startAll(ctx, t, n, ns, apps, nil)
 
 	pods := map[string]*corev1.Pod{}
 	for _, app := range apps {
-		p := readyAppPod(ctx, t, n, ns, app.name, "")
-		pods[app.name] = p
-		t.Logf("TIMING %s: Ready %s after its Userland was created (pod created → Ready %s)", app.name,
-			time.Since(created[app.name]).Round(10*time.Millisecond), createdToReady(p))
+		st := started[app.name]
+		pods[app.name] = st.pod
+		t.Logf("TIMING %s: pod Ready %s and answering %s %s after its Userland was created (the pod's own record: created → Ready %s): %.100q",
+			app.name, st.ready.Sub(created[app.name]).Round(10*time.Millisecond), app.path,
+			st.answered.Sub(created[app.name]).Round(10*time.Millisecond), createdToReady(st.pod), st.body)
 	}
 
 	for _, app := range apps {
 		p := pods[app.name]
-		body := httpGet(ctx, t, n, p, app)
-		t.Logf("%s answers %s on its port from the host: %.120q", app.name, app.path, body)
 		if app.dir != "" {
 			out := execIn(ctx, t, n, p, app.container, "sh", "-ec",
 				`id -u; echo "kept by `+app.name+`" > "$1/userland-kept.txt"; stat -c '%u:%g %a' "$1" "$1/userland-kept.txt"`, "sh", app.dir)
@@ -216,11 +217,13 @@ func TestSampleAppsOnRealNode(t *testing.T) {
 		}
 		restarted[app.name] = time.Now()
 	}
+	started = startAll(ctx, t, n, ns, apps, pods)
 	for _, app := range apps {
-		p := readyAppPod(ctx, t, n, ns, app.name, pods[app.name].UID)
-		t.Logf("TIMING %s: a new pod Ready %s after the old one was deleted (pod created → Ready %s)", app.name,
-			time.Since(restarted[app.name]).Round(10*time.Millisecond), createdToReady(p))
-		httpGet(ctx, t, n, p, app)
+		st := started[app.name]
+		p := st.pod
+		t.Logf("TIMING %s: a new pod Ready %s and answering %s %s after the old one was deleted (the pod's own record: created → Ready %s)",
+			app.name, st.ready.Sub(restarted[app.name]).Round(10*time.Millisecond), app.path,
+			st.answered.Sub(restarted[app.name]).Round(10*time.Millisecond), createdToReady(p))
 		if app.dir != "" {
 			out := execIn(ctx, t, n, p, app.container, "cat", app.dir+"/userland-kept.txt")
 			if strings.TrimSpace(out) != "kept by "+app.name {
@@ -273,19 +276,63 @@ func localVolume(ctx context.Context, t *testing.T, n *realnode.Node, claim, ns 
 	}
 }
 
+// appStart is when an app's pod became Ready and its app first answered.
+type appStart struct {
+	pod             *corev1.Pod
+	ready, answered time.Time
+	body            string
+	err             error
+}
+
+// startAll waits, for every app at once, for a Ready pod (other than the
+// one in old) and for its app to answer, so that each app's times are its
+// own, not the time the test took to look at the others first.
+func startAll(ctx context.Context, t *testing.T, n *realnode.Node, ns string, apps []sampleApp, old map[string]*corev1.Pod) map[string]appStart {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[string]appStart{}
+	for _, app := range apps {
+		var oldUID types.UID
+		if p := old[app.name]; p != nil {
+			oldUID = p.UID
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var st appStart
+			st.pod, st.err = readyAppPod(ctx, n, ns, app.name, oldUID)
+			if st.err == nil {
+				st.ready = time.Now()
+				st.body, st.err = answer(ctx, n, st.pod, app)
+				st.answered = time.Now()
+			}
+			mu.Lock()
+			out[app.name] = st
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, app := range apps {
+		if err := out[app.name].err; err != nil {
+			t.Fatalf("%s: %v", app.name, err)
+		}
+	}
+	return out
+}
+
 // readyAppPod waits (up to 5 minutes) for a Ready pod of the Userland
 // other than the pod old.
-func readyAppPod(ctx context.Context, t *testing.T, n *realnode.Node, ns, userland string, old types.UID) *corev1.Pod {
-	t.Helper()
+func readyAppPod(ctx context.Context, n *realnode.Node, ns, userland string, old types.UID) (*corev1.Pod, error) {
 	deadline := time.Now().Add(5 * time.Minute)
 	var last string
 	for {
 		if err := n.Alive(); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		var pods corev1.PodList
 		if err := n.Cluster.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: userland}); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		last = fmt.Sprintf("%d pods", len(pods.Items))
 		for i := range pods.Items {
@@ -300,11 +347,11 @@ func readyAppPod(ctx context.Context, t *testing.T, n *realnode.Node, ns, userla
 				}
 			}
 			if podReady(p) && p.DeletionTimestamp == nil && p.UID != old {
-				return p
+				return p, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no Ready pod for %s in %s after 5 minutes: %s", userland, ns, last)
+			return nil, fmt.Errorf("no Ready pod for %s in %s after 5 minutes: %s", userland, ns, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -331,31 +378,45 @@ func appPort(p *corev1.Pod) int32 {
 	return 0
 }
 
-// httpGet asks the app in p for app.path on its port, from the host
-// through the node's network namespace, and checks the answer. A path
+// answer waits (up to 3 minutes) until the app in p answers app.path on
+// its port with 200 and app.want in the body, asking from the host
+// through the node's network namespace, and returns the body. A path
 // without a leading slash is under the pod's base path (Jupyter keeps
-// the gateway's prefix).
-func httpGet(ctx context.Context, t *testing.T, n *realnode.Node, p *corev1.Pod, app sampleApp) string {
-	t.Helper()
+// the gateway's prefix). A pod is Ready before its app serves when its
+// template has no readiness probe (JupyterLab's and phpMyAdmin's have
+// none), so this is the time a user waits.
+func answer(ctx context.Context, n *realnode.Node, p *corev1.Pod, app sampleApp) (string, error) {
 	path := app.path
 	if !strings.HasPrefix(path, "/") {
 		path = basePath(p) + path
 	}
 	u := "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(appPort(p)))) + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		got, err := func() (string, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			if err != nil {
+				return "", err
+			}
+			resp, err := n.HTTPClient(10 * time.Second).Do(req)
+			if err != nil {
+				return "", err
+			}
+			defer func() { _ = resp.Body.Close() }()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), app.want) {
+				return "", fmt.Errorf("%s, want 200 with %q: %.300q", resp.Status, app.want, body)
+			}
+			return string(body), nil
+		}()
+		if err == nil {
+			return got, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("GET %s: still %w after 3 minutes", u, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	resp, err := n.HTTPClient(30 * time.Second).Do(req)
-	if err != nil {
-		t.Fatalf("%s: GET %s: %v", app.name, u, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), app.want) {
-		t.Fatalf("%s: GET %s: %s, want 200 with %q: %.300q", app.name, u, resp.Status, app.want, body)
-	}
-	return string(body)
 }
 
 // basePath is USERLAND_BASE_PATH as the controller set it in the pod.
@@ -374,30 +435,49 @@ func basePath(p *corev1.Pod) string {
 // the kubelet, as kubectl exec does, and returns what it printed.
 func execIn(ctx context.Context, t *testing.T, n *realnode.Node, p *corev1.Pod, container string, command ...string) string {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(n.Cluster.Config)
+	out, err := tryExec(ctx, n, p, container, command...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+func tryExec(ctx context.Context, n *realnode.Node, p *corev1.Pod, container string, command ...string) (string, error) {
+	cs, err := kubernetes.NewForConfig(n.Cluster.Config)
+	if err != nil {
+		return "", err
 	}
 	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	exec, err := remotecommand.NewWebSocketExecutor(n.Cluster.Config, http.MethodGet, req.URL().String())
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	var stdout, stderr bytes.Buffer
 	ectx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := exec.StreamWithContext(ectx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
-		t.Fatalf("exec %v in %s/%s: %v: %s%s", command, p.Name, container, err, stdout.String(), stderr.String())
+		return "", fmt.Errorf("exec %v in %s/%s: %w: %s%s", command, p.Name, container, err, stdout.String(), stderr.String())
 	}
-	return stdout.String()
+	return stdout.String(), nil
 }
 
 // sql runs statements in the student's database as the sample's
-// database user, over TCP as phpMyAdmin does.
+// database user, over TCP as phpMyAdmin does, waiting (up to 2 minutes)
+// for MariaDB to accept them: the pod has no readiness probe.
 func sql(ctx context.Context, t *testing.T, n *realnode.Node, p *corev1.Pod, statements string) string {
 	t.Helper()
-	return execIn(ctx, t, n, p, "mariadb", "mariadb", "-h127.0.0.1", "-ustudent", "-pstudent", "student", "-e", statements)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, err := tryExec(ctx, n, p, "mariadb", "mariadb", "-h127.0.0.1", "-ustudent", "-pstudent", "student", "-e", statements)
+		if err == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MariaDB: still %v after 2 minutes", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // phpMyAdminSignIn signs in to phpMyAdmin as the sample's student user
