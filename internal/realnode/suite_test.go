@@ -125,7 +125,9 @@ func startNode(t *testing.T, extraImages ...string) *realnode.Node {
 	t.Helper()
 	opts := nodeOptions(t)
 	opts.Images = append(opts.Images, extraImages...)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Importing an app's image (hundreds of MB) takes up to a minute or
+	// two on a loaded machine, inside Start's time.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(extraImages))*2*time.Minute)
 	defer cancel()
 	start := time.Now()
 	n, err := realnode.Start(ctx, opts)
