@@ -119,11 +119,15 @@ func nodeOptions(t testing.TB) realnode.Options {
 }
 
 // startNode brings a node up for the test and tears it down after,
-// checking that nothing is left.
-func startNode(t *testing.T) *realnode.Node {
+// checking that nothing is left. extraImages are OCI archives imported
+// beside the node's own (the apps' images, say).
+func startNode(t *testing.T, extraImages ...string) *realnode.Node {
 	t.Helper()
 	opts := nodeOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	opts.Images = append(opts.Images, extraImages...)
+	// Importing an app's image (hundreds of MB) takes up to a minute or
+	// two on a loaded machine, inside Start's time.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(extraImages))*2*time.Minute)
 	defer cancel()
 	start := time.Now()
 	n, err := realnode.Start(ctx, opts)
