@@ -5,7 +5,6 @@ package realnode_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -48,13 +47,6 @@ const appImagesEnv = "USERLAND_APP_IMAGES"
 // templates by default (the controller's --pod-security-level).
 const enforcedLevel = "baseline"
 
-// appImage is one entry of that manifest.
-type appImage struct {
-	Ref      string   `json:"ref"`
-	Archive  string   `json:"archive"`
-	Replaces []string `json:"replaces"`
-}
-
 // appImages reads the manifest: the archives to import, and the image
 // override map (public reference → local reference) that the test
 // applies to the sample Templates after loading them. The samples
@@ -65,20 +57,9 @@ func appImages(t *testing.T) (archives []string, overrides map[string]string) {
 	if path == "" {
 		t.Fatalf("this machine can run a real node, but the test was not told where the apps' images are: set %s to the manifest hack/build-app-images.sh prints, or run make test-node", appImagesEnv)
 	}
-	data, err := os.ReadFile(path)
+	archives, overrides, err := realnode.ReadAppImages(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var imgs []appImage
-	if err := json.Unmarshal(data, &imgs); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	overrides = map[string]string{}
-	for _, img := range imgs {
-		archives = append(archives, img.Archive)
-		for _, r := range img.Replaces {
-			overrides[r] = img.Ref
-		}
 	}
 	return archives, overrides
 }
@@ -243,35 +224,11 @@ func TestSampleAppsOnRealNode(t *testing.T) {
 }
 
 // localVolume makes a static local PersistentVolume on the real node,
-// bound in advance to the claim the controller will make, in a directory
-// under the node's state directory (the teardown removes it). The
-// kubelet applies a pod's fsGroup to local volumes (it does not to
-// hostPath ones), which is what makes the claim writable for a non-root
-// user.
+// bound in advance to the claim the controller will make
+// (Node.LocalVolume).
 func localVolume(ctx context.Context, t *testing.T, n *realnode.Node, claim, ns string, size *resource.Quantity) {
 	t.Helper()
-	dir := filepath.Join(n.StateDir, "volumes", ns+"-"+claim)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	capacity := resource.MustParse("1Gi")
-	if size != nil {
-		capacity = *size
-	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: capacity},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: claim},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{realnode.NodeName}}},
-			}}}},
-		},
-	}
-	if err := n.Cluster.Client.Create(ctx, pv); err != nil {
+	if err := n.LocalVolume(ctx, ns, claim, size); err != nil {
 		t.Fatal(err)
 	}
 }

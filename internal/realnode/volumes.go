@@ -1,0 +1,46 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LocalVolume makes a static local PersistentVolume on the node, bound in
+// advance to the claim namespace/claim, in a directory under the state
+// directory (the teardown removes it). The node has no provisioner. A
+// local volume, not a hostPath one: the kubelet applies a pod's fsGroup to
+// local volumes and not to hostPath ones, and fsGroup is what makes a home
+// writable for an app's non-root user. size nil means 1Gi.
+func (n *Node) LocalVolume(ctx context.Context, namespace, claim string, size *resource.Quantity) error {
+	name := namespace + "-" + claim
+	dir := n.path("volumes", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	capacity := resource.MustParse("1Gi")
+	if size != nil {
+		capacity = *size
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: capacity},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: namespace, Name: claim},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{NodeName}}},
+			}}}},
+		},
+	}
+	if err := n.Cluster.Client.Create(ctx, pv); err != nil {
+		return fmt.Errorf("creating the local volume for claim %s/%s: %w", namespace, claim, err)
+	}
+	return nil
+}
