@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/userland-dev/userland/internal/realnode"
@@ -122,7 +124,12 @@ func nodeOptions(t testing.TB) realnode.Options {
 // checking that nothing is left.
 func startNode(t *testing.T) *realnode.Node {
 	t.Helper()
-	opts := nodeOptions(t)
+	return startNodeWith(t, nodeOptions(t))
+}
+
+// startNodeWith is startNode with opts from nodeOptions, changed.
+func startNodeWith(t *testing.T, opts realnode.Options) *realnode.Node {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -168,4 +175,21 @@ func startNode(t *testing.T) *realnode.Node {
 		}
 	})
 	return n
+}
+
+// waitServiceAccount waits until the ServiceAccount ns/name exists (the
+// controller-manager creates each namespace's default one).
+func waitServiceAccount(ctx context.Context, t *testing.T, n *realnode.Node, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := n.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ServiceAccount{})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ServiceAccount %s/%s: %v", ns, name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
