@@ -106,7 +106,7 @@ test-race: control-plane ## The gateway, controller and pure packages' tests und
 # need root. hack/build-node.sh installs Debian's containerd, runc, CNI
 # plugins, nftables, iptables, ipset and conntrack when missing.
 .PHONY: test-node
-test-node: control-plane ## Real-node tests (Linux, root): a real kubelet, containerd, kube-proxy, kube-router and CoreDNS beside the control plane; NetworkPolicy enforced between students' pods; teardown after a kill -9. First run builds the node's parts.
+test-node: control-plane ## Real-node tests (Linux, root): a real kubelet, containerd, kube-proxy, kube-router and CoreDNS beside the control plane; NetworkPolicy enforced between students' pods; the chart installed with the real helm as the README says; teardown after a kill -9. First run builds the node's parts.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) USERLAND_NODE_DIR=$$(hack/build-node.sh | tail -1) \
 		go test -tags realnode -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v $(TEST_FLAGS) ./internal/realnode/
 
