@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/testenv"
 	"github.com/userland-dev/userland/internal/testobj"
@@ -126,6 +128,12 @@ func TestChartOnRealNode(t *testing.T) {
 				readySince(p).Sub(p.CreationTimestamp.Time).Round(time.Second), readySince(p).Sub(installed).Round(time.Second))
 		}
 	}
+
+	// The controller's pods reach the API server as their ServiceAccount
+	// (through the kubernetes Service): one of them holds the leader
+	// Lease, and they wrote the webhook's certificate (below).
+	leader := leaseHolder(ctx, t, n, releaseNamespace, controller.LeaderElectionID)
+	t.Logf("the controller's leader is %s", leader)
 
 	const ns = "class"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -484,6 +492,28 @@ func projectsToken(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// leaseHolder waits until the Lease ns/name is held by one of the pods
+// in ns, and names it.
+func leaseHolder(ctx context.Context, t *testing.T, n *realnode.Node, ns, name string) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var lease coordinationv1.Lease
+		err := n.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &lease)
+		if err == nil && lease.Spec.HolderIdentity != nil {
+			// controller-runtime's identity: <pod name>_<uuid>.
+			pod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+			if err := n.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod}, &corev1.Pod{}); err == nil {
+				return pod
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pod in %s holds the Lease %s: %v %+v", ns, name, err, lease.Spec)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 func keys(m map[string][]byte) []string {
