@@ -124,7 +124,7 @@ func TestChartOnRealNode(t *testing.T) {
 			if !projectsToken(p) {
 				t.Errorf("pod %s has no projected ServiceAccount token volume: %v", p.Name, p.Spec.Volumes)
 			}
-			t.Logf("TIMING pod %s Ready %s after it was created (%s after helm install began)", p.Name,
+			t.Logf("TIMING pod %s Ready %s after it was created (%s after the install commands began)", p.Name,
 				readySince(p).Sub(p.CreationTimestamp.Time).Round(time.Second), readySince(p).Sub(installed).Round(time.Second))
 		}
 	}
@@ -166,7 +166,7 @@ func webhookServes(ctx context.Context, t *testing.T, n *realnode.Node, ns strin
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("TIMING the webhook first answered %s after helm install began", time.Since(installed).Round(time.Second))
+	t.Logf("TIMING the webhook first answered %s after the install commands began", time.Since(installed).Round(time.Second))
 	t.Logf("the webhook's refusal: %v", err)
 	if !strings.Contains(err.Error(), `admission webhook "templates.userland.dev" denied the request`) {
 		t.Errorf("the refusal did not come from the Template webhook: %v", err)
