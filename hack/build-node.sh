@@ -8,6 +8,9 @@
 #     the module proxy serves only v2.1.0, which has reported security flaws:
 #     it runs only inside the test node and is never shipped);
 #   - CoreDNS, the cluster DNS (hack/tools/coredns);
+#   - kubectl, at the control plane's version (hack/tools/node), and helm v3
+#     (hack/build-helm.sh, cached by its own version and linked here): the
+#     chart test runs the README's install commands with them;
 #   - containerd, its runc shim, ctr, runc and the CNI plugins (bridge,
 #     host-local, portmap, loopback) from Debian's packages, installed with
 #     apt-get when missing (root only) and copied into the cache directory so
@@ -79,8 +82,8 @@ fi
 
 # Typical first-build times on 2 cores (the Go build cache shared with
 # the control plane's build warm), for the progress lines.
-declare -A estimate=([kubelet]=300 [kube-proxy]=120 [kube-router]=180 [coredns]=240)
-components=(kubelet kube-proxy kube-router coredns)
+declare -A estimate=([kubelet]=300 [kube-proxy]=120 [kube-router]=180 [coredns]=240 [kubectl]=150)
+components=(kubelet kube-proxy kube-router coredns kubectl)
 missing=()
 for c in "${components[@]}"; do
   [[ -x "$dir/$c" ]] || missing+=("$c")
@@ -124,4 +127,7 @@ build kube-proxy node ./kube-proxy "$kube_ldflags"
 build kube-router kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router \
   "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${kube_router_version} -X github.com/cloudnativelabs/kube-router/v2/pkg/version.BuildDate=unknown"
 build coredns coredns github.com/coredns/coredns "-s -w -X github.com/coredns/coredns/coremain.GitCommit=${coredns_version}"
+build kubectl node ./kubectl "$kube_ldflags"
+helm_dir=$("$root/hack/build-helm.sh" | tail -1)
+ln -sfn "$helm_dir/helm" "$dir/helm"
 echo "$dir"

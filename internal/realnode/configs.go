@@ -56,7 +56,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 		// failCgroupV1 and cgroupfs: this machine has hybrid cgroups v1
 		// and no systemd. cgroupRoot puts the pods in the node's cgroup.
-		// Cluster DNS is the kube-dns Service (see dns.go).
+		// Cluster DNS is the kube-dns Service (see dns.go). syncFrequency
+		// 10s (1m by default) is how soon a Secret's new content reaches
+		// the pods mounting it: the chart's webhook certificate, which the
+		// controller writes after it starts.
 		"kubelet.yaml": fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -78,6 +81,7 @@ clusterDNS: [%[9]s]
 clusterDomain: cluster.local
 resolvConf: %[8]s
 failSwapOn: false
+syncFrequency: 10s
 protectKernelDefaults: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%}
 imageGCHighThresholdPercent: 100

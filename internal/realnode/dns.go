@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/internal/image"
 )
@@ -32,8 +33,8 @@ const (
 	ClusterDNSIP = "10.96.0.10"
 	corednsImage = "userland.local/coredns:1"
 	// corednsDir holds the Corefile and CoreDNS's kubeconfig, mounted into
-	// its pod (hostPath): no ServiceAccount token is needed, as simcluster
-	// runs without the ServiceAccount admission plugin.
+	// its pod (hostPath): CoreDNS signs in as its own user, not with the
+	// ServiceAccount token its pod is given.
 	corednsDir = "coredns"
 )
 
@@ -144,6 +145,14 @@ func (n *Node) startClusterDNS(ctx context.Context) error {
 				{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
 			},
 		},
+	}
+	// The ServiceAccount admission plugin refuses a pod until its
+	// namespace's default ServiceAccount exists.
+	if err := n.waitFor(ctx, "kube-system's default ServiceAccount", time.Minute, func(ctx context.Context) (bool, error) {
+		err := n.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, client.IgnoreNotFound(err)
+	}); err != nil {
+		return err
 	}
 	if err := n.Cluster.Client.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the kube-dns Service: %w", err)

@@ -34,3 +34,6 @@ func (n *Node) Listen(string, string) (net.Listener, error) { return nil, Suppor
 func (n *Node) HTTPClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: n.DialContext}}
 }
+
+// ImportImage fails where no node can run.
+func (n *Node) ImportImage(string) error { return Supported() }

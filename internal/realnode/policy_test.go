@@ -81,6 +81,9 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The ServiceAccount admission plugin admits a pod once its
+	// namespace's default ServiceAccount exists.
+	waitServiceAccount(ctx, t, n, gatewayNamespace, "default")
 	gateway := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gatewayNamespace, Name: "gateway", Labels: map[string]string{gatewayLabel: gatewayName}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/userland-dev/userland/internal/realnode"
@@ -125,9 +127,15 @@ func startNode(t *testing.T, extraImages ...string) *realnode.Node {
 	t.Helper()
 	opts := nodeOptions(t)
 	opts.Images = append(opts.Images, extraImages...)
+	return startNodeWith(t, opts)
+}
+
+// startNodeWith is startNode with opts from nodeOptions, changed.
+func startNodeWith(t *testing.T, opts realnode.Options) *realnode.Node {
+	t.Helper()
 	// Importing an app's image (hundreds of MB) takes up to a minute or
 	// two on a loaded machine, inside Start's time.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(extraImages))*2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(opts.Images))*time.Minute)
 	defer cancel()
 	start := time.Now()
 	n, err := realnode.Start(ctx, opts)
@@ -172,4 +180,21 @@ func startNode(t *testing.T, extraImages ...string) *realnode.Node {
 		}
 	})
 	return n
+}
+
+// waitServiceAccount waits until the ServiceAccount ns/name exists (the
+// controller-manager creates each namespace's default one).
+func waitServiceAccount(ctx context.Context, t *testing.T, n *realnode.Node, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := n.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ServiceAccount{})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ServiceAccount %s/%s: %v", ns, name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

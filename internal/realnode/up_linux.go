@@ -147,6 +147,13 @@ func (n *Node) ctr(args ...string) error {
 	return nil
 }
 
+// ImportImage imports an OCI archive into the node's containerd, where the
+// kubelet finds it (`ctr -n k8s.io images import`): an image no registry
+// serves, run with imagePullPolicy Never or IfNotPresent.
+func (n *Node) ImportImage(archive string) error {
+	return n.ctr("images", "import", archive)
+}
+
 // run runs a setup command and says what it printed when it fails.
 func run(name string, args ...string) error {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
@@ -155,7 +162,8 @@ func run(name string, args ...string) error {
 	return nil
 }
 
-// setUpNetwork makes the network namespace and the veth pair. Inside the
+// setUpNetwork makes the network namespace and the veth pair, with a
+// route on the host to the Service range through the node. Inside the
 // namespace only: forwarding, bridge netfilter (kube-router's iptables
 // rules see bridged pod-to-pod traffic only with it) and a masquerade of
 // pod traffic leaving by eth0, so that the host needs no route to the
@@ -170,6 +178,10 @@ func setUpNetwork() error {
 		{"ip", "-n", NetnsName, "addr", "add", NodeIP + "/30", "dev", "eth0"},
 		{"ip", "-n", NetnsName, "link", "set", "eth0", "up"},
 		{"ip", "-n", NetnsName, "route", "add", "default", "via", HostIP},
+		// The API server (on the host) calls admission webhooks at their
+		// Service's ClusterIP: through the node, whose kube-proxy rules
+		// forward it. The route belongs to the veth and goes with it.
+		{"ip", "route", "add", ServiceCIDR, "via", NodeIP, "dev", HostVeth},
 		{"ip", "netns", "exec", NetnsName, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 	}
 	for _, s := range steps {

@@ -17,14 +17,11 @@ import (
 // startFull adds kube-controller-manager, kube-scheduler and kwok to a
 // running API server, then creates the simulated nodes.
 func (c *Cluster) startFull(ctx context.Context, bins string) error {
-	kcm, err := StartProcess(c.Dir, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
+	kcm, err := StartProcess(c.Dir, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"), append(c.controllerManagerArgs(),
 		"--kubeconfig="+c.KubeconfigPath,
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
-		// The token controller needs the service-account signing key; pods
-		// here never talk to the API server, so it is left out.
-		"--controllers=*,-serviceaccount-token-controller",
 		// kwok renews node leases lazily under load; the default 50s grace
 		// lets nodes flap NotReady and their pods lose Ready for good.
 		"--node-monitor-grace-period=5m",
@@ -35,7 +32,7 @@ func (c *Cluster) startFull(ctx context.Context, bins string) error {
 		"--concurrent-gc-syncs=50",
 		"--concurrent-namespace-syncs=20",
 		"--v=1",
-	)
+	)...)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,34 @@ func (c *Cluster) realNodeArgs(pki string, args map[string]string) error {
 	// A node in a network namespace has an address the host reaches but
 	// a hostname that resolves nowhere.
 	args["kubelet-preferred-address-types"] = "InternalIP,Hostname"
+	// Pods on real nodes talk to the API server as their ServiceAccount
+	// (the chart's controller and gateway): the ServiceAccount admission
+	// plugin gives them the projected token volume, which the kubelet
+	// fills with a token the API server signs with sa.key
+	// (--service-account-signing-key-file, set for every mode).
+	delete(args, "disable-admission-plugins")
 	return nil
+}
+
+// controllerManagerArgs are kube-controller-manager's flags beyond
+// startFull's for real nodes: every controller, the ServiceAccount token
+// controller included, with the keys and CA it signs and publishes with.
+// The root-ca-cert-publisher (on in every mode) fills the kube-root-ca.crt
+// ConfigMap of each namespace from rootCA, which every projected token
+// volume mounts as ca.crt.
+func (c *Cluster) controllerManagerArgs() []string {
+	if !c.opts.RealNodes {
+		// The token controller needs the service-account signing key;
+		// pods on kwok nodes never talk to the API server, so it is left
+		// out.
+		return []string{"--controllers=*,-serviceaccount-token-controller"}
+	}
+	pki := filepath.Join(c.Dir, "pki")
+	return []string{
+		"--controllers=*",
+		"--service-account-private-key-file=" + filepath.Join(pki, "sa.key"),
+		"--root-ca-file=" + filepath.Join(pki, "ca.crt"),
+	}
 }
 
 // Server is the API server's URL.

@@ -60,7 +60,8 @@ type Options struct {
 	Mode Mode
 	// BinariesDir holds the control-plane binaries (FindBinaries).
 	BinariesDir string
-	// CRDDirectoryPaths hold the CRDs to install; required.
+	// CRDDirectoryPaths hold the CRDs to install; required, except with
+	// RealNodes, where a test may install them itself (helm, the chart).
 	CRDDirectoryPaths []string
 	// Nodes is how many kwok nodes Full mode creates (default 2).
 	Nodes int
@@ -122,7 +123,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.BinariesDir == "" {
 		return nil, errors.New("simcluster: no control-plane binaries directory (see FindBinaries)")
 	}
-	if len(opts.CRDDirectoryPaths) == 0 {
+	if len(opts.CRDDirectoryPaths) == 0 && !opts.RealNodes {
 		return nil, errors.New("simcluster: no CRD directories")
 	}
 	// Children inherit this, and exit when this process dies abruptly (a

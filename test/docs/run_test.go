@@ -28,7 +28,7 @@ import (
 // external are the commands the docs use that are not the project's, nor
 // kubectl's or Helm's: they are run as they are, and what the docs do with
 // them is checked where it matters (the user hash, below).
-var external = []string{"openssl", "gh", "printf", "sha256sum", "cut", "yq", "tr"}
+var external = []string{"openssl", "gh", "printf", "sha256sum", "cut", "yq", "tr", "ctr"}
 
 // parses says whether a command tree takes args as a person types them:
 // the subcommand exists and runs, every flag is one of its flags with a
