@@ -39,7 +39,8 @@ dev: build ## Run the whole system locally: simulated cluster, controller, gatew
 dev-real-node: build control-plane ## As make dev, but the pods run on one real node (kubelet, containerd, kube-proxy, kube-router's firewall, CoreDNS): Linux and root only. First run builds the node's parts.
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/nodeimage ./hack/nodeimage && $(BIN)/nodeimage pack $(BIN)/node-images
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) $(BIN)/userland dev --real-node \
-		--node-dir $$(hack/build-node.sh | tail -1) --node-images $(BIN)/node-images $(DEV_FLAGS)
+		--node-dir $$(hack/build-node.sh | tail -1) --node-images $(BIN)/node-images \
+		--app-images $$(hack/build-app-images.sh | tail -1) $(DEV_FLAGS)
 
 IMAGE ?= ghcr.io/userland-dev/userland
 

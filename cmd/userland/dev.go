@@ -19,6 +19,7 @@ import (
 
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/devenv"
+	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/simcluster"
 )
 
@@ -102,11 +103,13 @@ of the node is kept between runs.`,
 	f.BoolVar(&realNode, "real-node", false, "run the pods on one real node (kubelet, containerd, kube-proxy, kube-router's NetworkPolicy firewall, CoreDNS) beside the simulated control plane, instead of kwok's: Linux and root only; make dev-real-node builds its parts")
 	f.StringVar(&real.NodeBinariesDir, "node-dir", os.Getenv("USERLAND_NODE_DIR"), "with --real-node: the node's binaries (hack/build-node.sh prints the directory)")
 	f.StringVar(&nodeImages, "node-images", os.Getenv("USERLAND_REALNODE_IMAGES"), "with --real-node: a directory of OCI archives (*.tar) imported into the node's containerd; the sandbox image userland.local/pause:1 must be among them (hack/nodeimage pack DIR)")
+	var appImages string
+	f.StringVar(&appImages, "app-images", os.Getenv("USERLAND_APP_IMAGES"), "with --real-node: the manifest hack/build-app-images.sh prints; its archives are imported and the sample templates run its local builds in place of their public images (the samples are not changed)")
 	f.StringToStringVar(&real.ImageOverrides, "image-override", nil, "with --real-node: run a local image in place of a sample template's public one, public=local (repeatable); the samples are not changed")
 	cmd.PreRunE = func(*cobra.Command, []string) error {
 		if !realNode {
-			if f.Changed("node-dir") || f.Changed("node-images") || f.Changed("image-override") {
-				return errors.New("--node-dir, --node-images and --image-override need --real-node")
+			if f.Changed("node-dir") || f.Changed("node-images") || f.Changed("image-override") || f.Changed("app-images") {
+				return errors.New("--node-dir, --node-images, --app-images and --image-override need --real-node")
 			}
 			return nil
 		}
@@ -124,6 +127,17 @@ of the node is kept between runs.`,
 			return fmt.Errorf("--node-images %s holds no *.tar archives", nodeImages)
 		}
 		real.Images = archives
+		if appImages != "" {
+			apps, overrides, err := realnode.ReadAppImages(appImages)
+			if err != nil {
+				return fmt.Errorf("--app-images: %w", err)
+			}
+			real.Images = append(real.Images, apps...)
+			for public, local := range real.ImageOverrides {
+				overrides[public] = local // --image-override wins
+			}
+			real.ImageOverrides = overrides
+		}
 		opts.RealNode = &real
 		return nil
 	}

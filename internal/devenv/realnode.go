@@ -3,8 +3,12 @@ package devenv
 import (
 	"context"
 	"fmt"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/internal/realnode"
 )
@@ -63,4 +67,38 @@ func overrideImages(obj *unstructured.Unstructured, overrides map[string]string)
 		}
 	}
 	return nil
+}
+
+// bindClaims gives every claim still waiting for a volume a static local
+// one on the real node, until ctx ends: the node has no provisioner, and
+// the samples' homes are claims. It is dev mode's stand-in for a
+// provisioner (docs/development/written-by-hand.md), polling because a
+// dev stack holds a handful of claims.
+func (s *Stack) bindClaims(ctx context.Context) {
+	ticker := time.NewTicker(2 * time.Second)
+	defer ticker.Stop()
+	for {
+		var claims corev1.PersistentVolumeClaimList
+		if err := s.Client.List(ctx, &claims); err == nil {
+			for i := range claims.Items {
+				pvc := &claims.Items[i]
+				if pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending || pvc.DeletionTimestamp != nil {
+					continue
+				}
+				var pv corev1.PersistentVolume
+				if err := s.Client.Get(ctx, client.ObjectKey{Name: pvc.Namespace + "-" + pvc.Name}, &pv); err == nil {
+					continue // made already; the binder will bind it
+				}
+				size := pvc.Spec.Resources.Requests.Storage()
+				if err := s.node.LocalVolume(ctx, pvc.Namespace, pvc.Name, size); err != nil && !apierrors.IsAlreadyExists(err) {
+					s.logf("binding claim %s/%s: %v", pvc.Namespace, pvc.Name, err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }

@@ -99,6 +99,9 @@ func (s *Stack) run(ctx context.Context) error {
 	s.cancel = cancel
 	s.launch("controller", func() error { return ctrlMgr.Start(runCtx) })
 	s.launch("gateway", func() error { return gwMgr.Start(runCtx) })
+	if s.node != nil {
+		go s.bindClaims(runCtx)
+	}
 
 	s.logf("waiting for the webhooks and the gateway …")
 	if err := s.waitServing(ctx); err != nil {

@@ -31,7 +31,8 @@ import (
 // controller and webhooks, and its gateway on this machine) with the pods
 // on a real node. A student signs in and opens her environment on its own
 // origin; the gateway reaches the real pod by its Service's cluster DNS
-// name, resolved by CoreDNS from inside the node. Another student asking
+// name, resolved by CoreDNS from inside the node. The environment's claim
+// is bound by dev mode's binder, since the node has no provisioner. Another student asking
 // for her environment gets nothing of it. Stopping the stack leaves
 // nothing of the node behind.
 func TestDevOnRealNode(t *testing.T) {
@@ -74,7 +75,9 @@ func TestDevOnRealNode(t *testing.T) {
 	}
 
 	c := stack.Client
-	tmpl := testobj.MakeTemplate(devenv.DemoNamespace, "probe").Image(probeImage).Obj()
+	// A claim, as every sample has: the node has no provisioner, so dev
+	// mode's binder must give it a local volume for the pod to start.
+	tmpl := testobj.MakeTemplate(devenv.DemoNamespace, "probe").Image(probeImage).Volume("data", "/data").Obj()
 	tmpl.Spec.PodTemplate.Spec.Containers[0].ReadinessProbe = readiness()
 	if err := c.Create(ctx, tmpl); err != nil {
 		t.Fatal(err)

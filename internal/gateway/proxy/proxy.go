@@ -122,6 +122,7 @@ func NewWithDial(extraIdentityHeaders []string, responseHeaderTimeout time.Durat
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
+	dial = retryingDial(dial, StartupDialBudget, sleepCtx)
 	return &Proxy{
 		ExtraIdentityHeaders: extraIdentityHeaders,
 		dial:                 dial,

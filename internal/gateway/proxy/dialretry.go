@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+	"time"
+)
+
+// StartupDialBudget is how long a connection to an environment is retried
+// while the failure says the environment is not reachable yet, rather
+// than answering 502 at once. An environment turns Ready when its pod
+// does, and its Service's DNS record and endpoints follow a moment later:
+// on a real node the first request after Ready found no DNS record, and
+// CoreDNS then caches that answer for up to 5 s. Nothing has been sent
+// when a dial fails, so retrying is safe for every method.
+const StartupDialBudget = 8 * time.Second
+
+// retryingDial wraps dial so that a refused connection or a name not (yet)
+// found is retried, with backoff, for up to budget and while ctx lives.
+// Other failures (a timeout, no route) are returned at once: they are not
+// the short gap after a start.
+func retryingDial(dial Dial, budget time.Duration, sleep func(context.Context, time.Duration) error) Dial {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		deadline := time.Now().Add(budget)
+		wait := 50 * time.Millisecond
+		for {
+			c, err := dial(ctx, network, addr)
+			if err == nil || !notReachableYet(err) || time.Now().Add(wait).After(deadline) {
+				return c, err
+			}
+			if serr := sleep(ctx, wait); serr != nil {
+				return nil, err
+			}
+			wait = min(2*wait, time.Second)
+		}
+	}
+}
+
+// notReachableYet says whether err is what a just-started environment
+// answers before its Service catches up: connection refused, or a name
+// the cluster's DNS does not know yet.
+func notReachableYet(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr) && (dnsErr.IsNotFound || dnsErr.IsTemporary)
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRetryingDial(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	notFound := &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "u.class.svc.cluster.local", IsNotFound: true}}
+	unreachable := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.EHOSTUNREACH}}
+	tests := []struct {
+		name string
+		// failures are the errors of the first dials; then it connects.
+		failures  []error
+		budget    time.Duration
+		wantDials int
+		wantErr   error
+	}{
+		{name: "connects at once", wantDials: 1},
+		{name: "refused, then up", failures: []error{refused, refused}, budget: time.Minute, wantDials: 3},
+		{name: "no DNS record yet, then up", failures: []error{notFound, notFound, notFound}, budget: time.Minute, wantDials: 4},
+		{name: "no route is not retried", failures: []error{unreachable}, budget: time.Minute, wantDials: 1, wantErr: unreachable},
+		{name: "refused past the budget", failures: []error{refused, refused, refused, refused}, budget: 100 * time.Millisecond, wantDials: 2, wantErr: refused},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dials := 0
+			dial := func(context.Context, string, string) (net.Conn, error) {
+				dials++
+				if dials <= len(tc.failures) {
+					return nil, tc.failures[dials-1]
+				}
+				c, _ := net.Pipe()
+				return c, nil
+			}
+			var slept time.Duration
+			// The clock is the slept time: no real waiting.
+			sleep := func(context.Context, time.Duration) error { return nil }
+			d := retryingDial(dial, tc.budget, func(ctx context.Context, d time.Duration) error {
+				slept += d
+				return sleep(ctx, d)
+			})
+			c, err := d(context.Background(), "tcp", "u.class.svc.cluster.local:8080")
+			if c != nil {
+				_ = c.Close()
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("error = %v, want %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.wantDials, dials); diff != "" {
+				t.Errorf("dials (-want +got):\n%s (slept %s)", diff, slept)
+			}
+		})
+	}
+}
+
+func TestRetryingDialStopsWithTheRequest(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	dials := 0
+	d := retryingDial(func(context.Context, string, string) (net.Conn, error) {
+		dials++
+		return nil, refused
+	}, time.Minute, sleepCtx)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client went away
+	if _, err := d(ctx, "tcp", "x:1"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("error = %v, want the dial's own", err)
+	}
+	if dials != 1 {
+		t.Errorf("dialled %d times after the request ended, want 1", dials)
+	}
+}
