@@ -86,7 +86,7 @@ func (s *Stack) bindClaims(ctx context.Context) {
 					continue
 				}
 				var pv corev1.PersistentVolume
-				if err := s.Client.Get(ctx, client.ObjectKey{Name: pvc.Namespace + "-" + pvc.Name}, &pv); err == nil {
+				if err := s.Client.Get(ctx, client.ObjectKey{Name: realnode.LocalVolumeName(pvc.Namespace, pvc.Name)}, &pv); err == nil {
 					continue // made already; the binder will bind it
 				}
 				size := pvc.Spec.Resources.Requests.Storage()

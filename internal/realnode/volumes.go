@@ -17,7 +17,9 @@ import (
 // local volumes and not to hostPath ones, and fsGroup is what makes a home
 // writable for an app's non-root user. size nil means 1Gi.
 func (n *Node) LocalVolume(ctx context.Context, namespace, claim string, size *resource.Quantity) error {
-	name := namespace + "-" + claim
+	// Namespaces hold no dots, so the first one splits the name: "a-b"'s
+	// claim "c" and "a"'s claim "b-c" must not share a volume.
+	name := LocalVolumeName(namespace, claim)
 	dir := n.path("volumes", name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -44,3 +46,7 @@ func (n *Node) LocalVolume(ctx context.Context, namespace, claim string, size *r
 	}
 	return nil
 }
+
+// LocalVolumeName is the name of LocalVolume's volume for a claim, and of
+// its directory.
+func LocalVolumeName(namespace, claim string) string { return namespace + "." + claim }
