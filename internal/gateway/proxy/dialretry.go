@@ -21,21 +21,48 @@ const StartupDialBudget = 8 * time.Second
 // found is retried, with backoff, for up to budget and while ctx lives.
 // Other failures (a timeout, no route) are returned at once: they are not
 // the short gap after a start.
+//
+// http.Transport dials with the request's values but not its cancellation
+// (context.WithoutCancel: a dial may serve a later request). So the
+// request's own context, which ServeHTTP puts among the values
+// (withRequestContext), ends the waits between attempts too: a client that
+// drops its request must not leave the gateway retrying for it.
 func retryingDial(dial Dial, budget time.Duration, sleep func(context.Context, time.Duration) error) Dial {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		deadline := time.Now().Add(budget)
 		wait := 50 * time.Millisecond
+		waitCtx := ctx
+		if req, ok := ctx.Value(requestContextKey{}).(context.Context); ok {
+			var cancel context.CancelFunc
+			waitCtx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(req, cancel)()
+		}
 		for {
 			c, err := dial(ctx, network, addr)
 			if err == nil || !notReachableYet(err) || time.Now().Add(wait).After(deadline) {
 				return c, err
 			}
-			if serr := sleep(ctx, wait); serr != nil {
+			if waitCtx.Err() != nil {
+				return nil, err
+			}
+			if serr := sleep(waitCtx, wait); serr != nil {
 				return nil, err
 			}
 			wait = min(2*wait, time.Second)
 		}
 	}
+}
+
+// requestContextKey holds, among a dial context's values, the context of
+// the request the dial is for.
+type requestContextKey struct{}
+
+// withRequestContext records ctx as the request's own among its values, so
+// that a retrying dial sees the request end even through http.Transport's
+// detached dial context.
+func withRequestContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestContextKey{}, ctx)
 }
 
 // notReachableYet says whether err is what a just-started environment

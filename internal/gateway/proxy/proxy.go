@@ -170,7 +170,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request, req Request) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, _ error) { p.unavailable(w, r) },
 	}
-	rp.ServeHTTP(w, r)
+	// The dial's retries end with the request (retryingDial).
+	rp.ServeHTTP(w, r.WithContext(withRequestContext(r.Context())))
 }
 
 // responseBuffers lends ReverseProxy the tunnels' pooled copy buffers.
