@@ -95,3 +95,41 @@ func TestAdversaryAbandonedRequestsLeaveNoDialers(t *testing.T) {
 		t.Errorf("%d requests, all answered, then %d more dials within 300 ms: their retry loops outlived them", n, extra)
 	}
 }
+
+// TestAdversaryDNSTimeoutIsNotRetried: retryingDial's comment says a
+// timeout is returned at once, but a DNS timeout is a *net.DNSError with
+// IsTimeout and IsTemporary set, and IsTemporary is retried. When CoreDNS
+// is overloaded (its answers time out), every request to every
+// environment would then ask it again and again for 8 s (plus the last
+// lookup's own timeout): a retry storm against the one thing that is
+// already failing, and each request held up to about 13 s instead of 5.
+func TestAdversaryDNSTimeoutIsNotRetried(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		err       error
+		wantDials int
+	}{
+		{name: "lookup timed out", err: &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "i/o timeout", Name: "taro.cs101.svc.cluster.local", Server: "10.96.0.10:53", IsTimeout: true, IsTemporary: true}}, wantDials: 1},
+		{name: "no record yet is still retried", err: &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "taro.cs101.svc.cluster.local", IsNotFound: true}}, wantDials: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dials := 0
+			d := retryingDial(func(context.Context, string, string) (net.Conn, error) {
+				dials++
+				if dials < 3 {
+					return nil, tc.err
+				}
+				c, _ := net.Pipe()
+				return c, nil
+			}, time.Minute, func(context.Context, time.Duration) error { return nil })
+			if c, _ := d(context.Background(), "tcp", "taro.cs101.svc.cluster.local:8080"); c != nil {
+				_ = c.Close()
+			}
+			if diff := cmp.Diff(tc.wantDials, dials); diff != "" {
+				t.Errorf("dials (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
