@@ -67,13 +67,16 @@ func withRequestContext(ctx context.Context) context.Context {
 
 // notReachableYet says whether err is what a just-started environment
 // answers before its Service catches up: connection refused, or a name
-// the cluster's DNS does not know yet.
+// the cluster's DNS does not know yet (or answers SERVFAIL for). A lookup
+// that timed out is not: the DNS server is overloaded or unreachable, and
+// asking it again for every request would only add to its load (Go marks
+// such a DNSError temporary as well as timed out).
 func notReachableYet(err error) bool {
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return true
 	}
 	var dnsErr *net.DNSError
-	return errors.As(err, &dnsErr) && (dnsErr.IsNotFound || dnsErr.IsTemporary)
+	return errors.As(err, &dnsErr) && !dnsErr.IsTimeout && (dnsErr.IsNotFound || dnsErr.IsTemporary)
 }
 
 // sleepCtx waits d or until ctx ends.
