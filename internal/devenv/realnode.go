@@ -85,12 +85,13 @@ func (s *Stack) bindClaims(ctx context.Context) {
 				if pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending || pvc.DeletionTimestamp != nil {
 					continue
 				}
+				// One volume per claim object: a claim made again under
+				// the same name gets a new one (ClaimVolume).
 				var pv corev1.PersistentVolume
-				if err := s.Client.Get(ctx, client.ObjectKey{Name: realnode.LocalVolumeName(pvc.Namespace, pvc.Name)}, &pv); err == nil {
+				if err := s.Client.Get(ctx, client.ObjectKey{Name: realnode.ClaimVolumeName(pvc)}, &pv); err == nil {
 					continue // made already; the binder will bind it
 				}
-				size := pvc.Spec.Resources.Requests.Storage()
-				if err := s.node.LocalVolume(ctx, pvc.Namespace, pvc.Name, size); err != nil && !apierrors.IsAlreadyExists(err) {
+				if err := s.node.ClaimVolume(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
 					s.logf("binding claim %s/%s: %v", pvc.Namespace, pvc.Name, err)
 				}
 			}

@@ -100,7 +100,13 @@ func (s *Stack) run(ctx context.Context) error {
 	s.launch("controller", func() error { return ctrlMgr.Start(runCtx) })
 	s.launch("gateway", func() error { return gwMgr.Start(runCtx) })
 	if s.node != nil {
-		go s.bindClaims(runCtx)
+		// Counted with the managers, so Stop waits for it before it
+		// stops the node.
+		s.running.Add(1)
+		go func() {
+			defer s.running.Done()
+			s.bindClaims(runCtx)
+		}()
 	}
 
 	s.logf("waiting for the webhooks and the gateway …")
