@@ -133,3 +133,28 @@ func TestAdversaryDNSTimeoutIsNotRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestAdversaryRetryStillServesAWaitingRequest: with the retries tied to
+// the request, a request that stays still gets through once the
+// environment answers (through the Transport, not just retryingDial).
+func TestAdversaryRetryStillServesAWaitingRequest(t *testing.T) {
+	t.Parallel()
+	up := echoServer(t)
+	var dials atomic.Int64
+	p := NewWithDial(nil, 0, func(ctx context.Context, network, _ string) (net.Conn, error) {
+		if dials.Add(1) <= 2 {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, up.Listener.Addr().String())
+	})
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", nil), Request{Upstream: "taro.cs101.svc.cluster.local:8080", Path: "/",
+		Identity: session.Identity{User: "taro"}})
+	if diff := cmp.Diff(http.StatusOK, rec.Code); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(int64(3), dials.Load()); diff != "" {
+		t.Errorf("dials (-want +got):\n%s", diff)
+	}
+}
