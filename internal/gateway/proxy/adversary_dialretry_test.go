@@ -158,3 +158,56 @@ func TestAdversaryRetryStillServesAWaitingRequest(t *testing.T) {
 		t.Errorf("dials (-want +got):\n%s", diff)
 	}
 }
+
+// TestAdversaryRefusedAddressIsNotWaitedOn: a refused connection after an
+// environment is Ready means the address the cluster's DNS gave is not its
+// pod's (or no longer is): a headless Service's record names the Ready
+// pod itself, and CoreDNS may answer from its cache for some seconds after
+// the pod is gone (the environment restarted and got a new address).
+// Retrying that address for 8 s waits for the next pod the CNI gives it to
+// start listening: with the same template, another user's environment, on
+// the same port. The request, with taro's identity headers and cookies on
+// taro's origin, is then answered by hanako's environment. Here taro's
+// stale address is a port that refuses at first and where hanako's app
+// starts listening a moment later.
+func TestAdversaryRefusedAddressIsNotWaitedOn(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := l.Addr().String() // taro's old pod's address, freed
+	_ = l.Close()
+	refused := make(chan struct{}, 1)
+	p := NewWithDial(nil, 0, func(ctx context.Context, network, _ string) (net.Conn, error) {
+		// The cluster's DNS still answers taro's name with the old address.
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, stale)
+		if err != nil {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+		}
+		return c, err
+	})
+	go func() {
+		<-refused
+		// hanako's new pod got the freed address; its app starts.
+		l, err := net.Listen("tcp", stale)
+		if err != nil {
+			return // the port was taken meanwhile: nothing to show
+		}
+		s := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("hanako's files"))
+		})}
+		t.Cleanup(func() { _ = s.Close() })
+		go func() { _ = s.Serve(l) }()
+	}()
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil), Request{Upstream: "taro.cs101.svc.cluster.local:8080", Path: "/",
+		Identity: session.Identity{User: "taro"}})
+	if rec.Code != http.StatusBadGateway {
+		t.Errorf("taro's request got %d %q from whatever listened at his environment's old address later, want 502", rec.Code, rec.Body.String())
+	}
+}
