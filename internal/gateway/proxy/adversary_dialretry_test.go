@@ -5,10 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,9 +15,9 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
-// refusingDial is an environment that refuses every connection (its app
-// was killed from its own terminal, or it closed its listener on
-// purpose): it counts the dials and reports each one.
+// refusingDial is an environment that cannot be reached, in the way that
+// is retried (its name has no record: no Ready pod): it counts the dials
+// and reports each one.
 type refusingDial struct {
 	dials atomic.Int64
 	each  chan struct{}
@@ -31,13 +29,13 @@ func (d *refusingDial) dial(context.Context, string, string) (net.Conn, error) {
 	case d.each <- struct{}{}:
 	default:
 	}
-	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "taro.cs101.svc.cluster.local", IsNotFound: true}}
 }
 
 // TestAdversaryRetryStopsWhenTheClientGoesAway: http.Transport dials with
 // a context detached from the request's (context.WithoutCancel), so a
 // retry loop inside DialContext is not told that the client left. A
-// client that sends a request to its own refusing environment and drops
+// client that sends a request to its own unreachable environment and drops
 // it at once leaves the gateway retrying for the whole StartupDialBudget
 // (8 s, about a dozen connects) with nothing held on the client's side:
 // plain requests have no per-user cap, so that is a free amplification of
@@ -143,7 +141,7 @@ func TestAdversaryRetryStillServesAWaitingRequest(t *testing.T) {
 	var dials atomic.Int64
 	p := NewWithDial(nil, 0, func(ctx context.Context, network, _ string) (net.Conn, error) {
 		if dials.Add(1) <= 2 {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "taro.cs101.svc.cluster.local", IsNotFound: true}}
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, network, up.Listener.Addr().String())

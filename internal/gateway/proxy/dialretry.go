@@ -4,23 +4,28 @@ import (
 	"context"
 	"errors"
 	"net"
-	"syscall"
 	"time"
 )
 
 // StartupDialBudget is how long a connection to an environment is retried
 // while the failure says the environment is not reachable yet, rather
 // than answering 502 at once. An environment turns Ready when its pod
-// does, and its Service's DNS record and endpoints follow a moment later:
-// on a real node the first request after Ready found no DNS record, and
-// CoreDNS then caches that answer for up to 5 s. Nothing has been sent
-// when a dial fails, so retrying is safe for every method.
+// does, and its Service's DNS record follows a moment later: on a real
+// node the first request after Ready found no DNS record, and CoreDNS
+// then caches that answer for up to 5 s. Nothing has been sent when a
+// dial fails, so retrying is safe for every method.
+//
+// A refused connection is not retried: the environment's headless
+// Service names its Ready pod itself, so an address that refuses is not
+// (or no longer) that pod's, such as a cached record of a pod that is
+// gone. Waiting on it would wait for whichever pod gets the address next
+// to listen: with the same template, another user's environment.
 const StartupDialBudget = 8 * time.Second
 
-// retryingDial wraps dial so that a refused connection or a name not (yet)
-// found is retried, with backoff, for up to budget and while ctx lives.
-// Other failures (a timeout, no route) are returned at once: they are not
-// the short gap after a start.
+// retryingDial wraps dial so that a name not (yet) found is retried, with
+// backoff, for up to budget and while ctx lives. Other failures (a refused
+// connection, a timeout, no route) are returned at once: they are not the
+// short gap after a start.
 //
 // http.Transport dials with the request's values but not its cancellation
 // (context.WithoutCancel: a dial may serve a later request). So the
@@ -66,15 +71,13 @@ func withRequestContext(ctx context.Context) context.Context {
 }
 
 // notReachableYet says whether err is what a just-started environment
-// answers before its Service catches up: connection refused, or a name
-// the cluster's DNS does not know yet (or answers SERVFAIL for). A lookup
-// that timed out is not: the DNS server is overloaded or unreachable, and
-// asking it again for every request would only add to its load (Go marks
-// such a DNSError temporary as well as timed out).
+// answers before its Service catches up: a name the cluster's DNS does not
+// know yet (or answers SERVFAIL for). A refused connection is not (see
+// StartupDialBudget), nor a lookup that timed out: the DNS server is then
+// overloaded or unreachable, and asking it again for every request would
+// only add to its load (Go marks such a DNSError temporary as well as
+// timed out).
 func notReachableYet(err error) bool {
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return true
-	}
 	var dnsErr *net.DNSError
 	return errors.As(err, &dnsErr) && !dnsErr.IsTimeout && (dnsErr.IsNotFound || dnsErr.IsTemporary)
 }

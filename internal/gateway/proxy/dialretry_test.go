@@ -25,10 +25,10 @@ func TestRetryingDial(t *testing.T) {
 		wantErr   error
 	}{
 		{name: "connects at once", wantDials: 1},
-		{name: "refused, then up", failures: []error{refused, refused}, budget: time.Minute, wantDials: 3},
+		{name: "refused is not retried (the address is not the environment's pod)", failures: []error{refused}, budget: time.Minute, wantDials: 1, wantErr: refused},
 		{name: "no DNS record yet, then up", failures: []error{notFound, notFound, notFound}, budget: time.Minute, wantDials: 4},
 		{name: "no route is not retried", failures: []error{unreachable}, budget: time.Minute, wantDials: 1, wantErr: unreachable},
-		{name: "refused past the budget", failures: []error{refused, refused, refused, refused}, budget: 100 * time.Millisecond, wantDials: 2, wantErr: refused},
+		{name: "no record past the budget", failures: []error{notFound, notFound, notFound, notFound}, budget: 100 * time.Millisecond, wantDials: 2, wantErr: notFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +63,7 @@ func TestRetryingDial(t *testing.T) {
 }
 
 func TestRetryingDialStopsWithTheRequest(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	refused := &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}}
 	dials := 0
 	d := retryingDial(func(context.Context, string, string) (net.Conn, error) {
 		dials++
@@ -71,7 +71,7 @@ func TestRetryingDialStopsWithTheRequest(t *testing.T) {
 	}, time.Minute, sleepCtx)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the client went away
-	if _, err := d(ctx, "tcp", "x:1"); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := d(ctx, "tcp", "x:1"); !errors.Is(err, refused) {
 		t.Errorf("error = %v, want the dial's own", err)
 	}
 	if dials != 1 {
