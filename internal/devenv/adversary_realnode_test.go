@@ -116,3 +116,42 @@ func TestAdversaryEachClaimItsOwnVolume(t *testing.T) {
 		}
 	}
 }
+
+// TestAdversaryClaimsALocalVolumeCannotServeStayPending: a volume bound in
+// advance to its claim is bound whatever the claim asks (the PV binder
+// skips the selector and class checks for it). A claim that asks for a
+// copy of a claim or a snapshot (a template's ephemeral volume with a
+// dataSource: a course's starter files) or for particular volumes (a
+// selector) would get an empty directory instead, silently: it must be
+// left to wait, visibly, rather than served wrongly.
+func TestAdversaryClaimsALocalVolumeCannotServeStayPending(t *testing.T) {
+	t.Parallel()
+	copyOf := pendingClaim("cs101", "taro-work", "u1")
+	copyOf.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "starter"}
+	copyOfSnapshot := pendingClaim("cs101", "taro-lab", "u2")
+	group := "snapshot.storage.k8s.io"
+	copyOfSnapshot.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: "lab-1"}
+	selecting := pendingClaim("cs101", "shared", "u3")
+	selecting.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"course": "cs101"}}
+	block := pendingClaim("cs101", "raw", "u4")
+	mode := corev1.PersistentVolumeBlock
+	block.Spec.VolumeMode = &mode
+	plain := pendingClaim("cs101", "taro-home", "u5")
+	b := fake.NewClientBuilder()
+	for _, c := range []*corev1.PersistentVolumeClaim{copyOf, copyOfSnapshot, selecting, block, plain} {
+		b = b.WithObjects(c).WithStatusSubresource(c)
+	}
+	c := b.Build()
+	bindOnce(t, c)
+	var pvs corev1.PersistentVolumeList
+	if err := c.List(context.Background(), &pvs); err != nil {
+		t.Fatal(err)
+	}
+	var bound []string
+	for _, pv := range pvs.Items {
+		bound = append(bound, pv.Spec.ClaimRef.Name)
+	}
+	if diff := cmp.Diff([]string{"taro-home"}, bound); diff != "" {
+		t.Errorf("claims given a local volume (-want +got):\n%s", diff)
+	}
+}
