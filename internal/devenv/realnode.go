@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/internal/realnode"
@@ -77,12 +78,20 @@ func overrideImages(obj *unstructured.Unstructured, overrides map[string]string)
 func (s *Stack) bindClaims(ctx context.Context) {
 	ticker := time.NewTicker(2 * time.Second)
 	defer ticker.Stop()
+	told := map[types.UID]bool{}
 	for {
 		var claims corev1.PersistentVolumeClaimList
 		if err := s.Client.List(ctx, &claims); err == nil {
 			for i := range claims.Items {
 				pvc := &claims.Items[i]
 				if pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending || pvc.DeletionTimestamp != nil {
+					continue
+				}
+				if why := unservable(pvc); why != "" {
+					if !told[pvc.UID] {
+						told[pvc.UID] = true
+						s.logf("claim %s/%s gets no local volume: it %s, which an empty directory is not; it stays Pending", pvc.Namespace, pvc.Name, why)
+					}
 					continue
 				}
 				// One volume per claim object: a claim made again under
@@ -102,4 +111,20 @@ func (s *Stack) bindClaims(ctx context.Context) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// unservable says why a static local volume cannot serve pvc, or "". Such
+// a volume is bound in advance to its claim, and the binder then checks
+// neither the claim's selector nor its class: a claim asking for a copy
+// or for particular volumes would get an empty directory, silently.
+func unservable(pvc *corev1.PersistentVolumeClaim) string {
+	switch {
+	case pvc.Spec.DataSource != nil || pvc.Spec.DataSourceRef != nil:
+		return "asks for a copy of a claim or a snapshot"
+	case pvc.Spec.Selector != nil:
+		return "selects particular volumes"
+	case pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock:
+		return "asks for a block device"
+	}
+	return ""
 }
