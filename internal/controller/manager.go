@@ -156,15 +156,6 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding ready check: %w", err)
 	}
-	if opts.Webhooks != nil {
-		// A replica takes admission traffic through the webhook's Service
-		// only once its webhook server answers TLS: with two replicas, the
-		// chart's test on a real node had the API server's call refused
-		// by the one still waiting for its certificate.
-		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			return nil, fmt.Errorf("adding the webhook's ready check: %w", err)
-		}
-	}
 	if err := SetupIndexes(context.Background(), mgr); err != nil {
 		return nil, fmt.Errorf("adding indexes: %w", err)
 	}
