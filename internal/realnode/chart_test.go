@@ -228,8 +228,23 @@ func gatewayReachesEnvironment(ctx context.Context, t *testing.T, n *realnode.No
 	c := n.Cluster.Client
 	created := time.Now()
 	ul := testobj.MakeUserland(ns, chartUser, chartUser, "probe").Obj()
-	if err := c.Create(ctx, ul); err != nil {
-		t.Fatal(err)
+	// Known gap (closing note of 2026-11-26): the controller's readiness
+	// does not wait for its webhook server, so for a few seconds after
+	// the install the Service can send the API server's call to the
+	// replica still waiting for its certificate, and the call is refused.
+	// The create is retried on that error only, and the wait is logged.
+	for start := time.Now(); ; {
+		err := c.Create(ctx, ul.DeepCopy())
+		if err == nil {
+			if waited := time.Since(start); waited > time.Second {
+				t.Logf("TIMING the Userland webhook admitted alice's Userland after %s of refused calls", waited.Round(100*time.Millisecond))
+			}
+			break
+		}
+		if !strings.Contains(err.Error(), "failed calling webhook") || time.Since(start) > time.Minute {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 	pod := readyPod(ctx, t, n, ns, map[string]string{v1alpha1.LabelUserland: ul.Name})
 	t.Logf("TIMING %s's environment pod Ready %s after the Userland was created", chartUser, time.Since(created).Round(10*time.Millisecond))
