@@ -92,11 +92,7 @@ func TestAdversaryEachClaimItsOwnVolume(t *testing.T) {
 		pendingClaim("a-b", "c", "u1"), pendingClaim("a", "b-c", "u2"),
 		pendingClaim("a", "b.c", "u3"), pendingClaim("a-b", "c-d", "u4"),
 	}
-	b := fake.NewClientBuilder()
-	for _, c := range claims {
-		b = b.WithObjects(c).WithStatusSubresource(c)
-	}
-	c := b.Build()
+	c := clientWith(claims...)
 	bindOnce(t, c)
 	var pvs corev1.PersistentVolumeList
 	if err := c.List(context.Background(), &pvs); err != nil {
@@ -137,11 +133,7 @@ func TestAdversaryClaimsALocalVolumeCannotServeStayPending(t *testing.T) {
 	mode := corev1.PersistentVolumeBlock
 	block.Spec.VolumeMode = &mode
 	plain := pendingClaim("cs101", "taro-home", "u5")
-	b := fake.NewClientBuilder()
-	for _, c := range []*corev1.PersistentVolumeClaim{copyOf, copyOfSnapshot, selecting, block, plain} {
-		b = b.WithObjects(c).WithStatusSubresource(c)
-	}
-	c := b.Build()
+	c := clientWith(copyOf, copyOfSnapshot, selecting, block, plain)
 	bindOnce(t, c)
 	var pvs corev1.PersistentVolumeList
 	if err := c.List(context.Background(), &pvs); err != nil {
@@ -154,4 +146,13 @@ func TestAdversaryClaimsALocalVolumeCannotServeStayPending(t *testing.T) {
 	if diff := cmp.Diff([]string{"taro-home"}, bound); diff != "" {
 		t.Errorf("claims given a local volume (-want +got):\n%s", diff)
 	}
+}
+
+// clientWith is a fake client holding claims, their status writable.
+func clientWith(claims ...*corev1.PersistentVolumeClaim) client.Client {
+	b := fake.NewClientBuilder()
+	for _, c := range claims {
+		b = b.WithObjects(c).WithStatusSubresource(c)
+	}
+	return b.Build()
 }
