@@ -351,20 +351,14 @@ func answer(ctx context.Context, n *realnode.Node, p *corev1.Pod, app sampleApp)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		got, err := func() (string, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			body, err := getFromNode(ctx, n, u)
 			if err != nil {
-				return "", err
+				return "", fmt.Errorf("%w, want 200 with %q: %.300q", err, app.want, body)
 			}
-			resp, err := n.HTTPClient(10 * time.Second).Do(req)
-			if err != nil {
-				return "", err
+			if !strings.Contains(body, app.want) {
+				return "", fmt.Errorf("200 without %q: %.300q", app.want, body)
 			}
-			defer func() { _ = resp.Body.Close() }()
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), app.want) {
-				return "", fmt.Errorf("%s, want 200 with %q: %.300q", resp.Status, app.want, body)
-			}
-			return string(body), nil
+			return body, nil
 		}()
 		if err == nil {
 			return got, nil

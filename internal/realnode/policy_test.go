@@ -370,7 +370,13 @@ func policyCovering(ctx context.Context, t *testing.T, n *realnode.Node, ns stri
 // get asks the probe server of the pod at podIP for path, from inside
 // the node's network namespace.
 func get(ctx context.Context, n *realnode.Node, podIP, path string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(podIP, "8080")+path, nil)
+	return getFromNode(ctx, n, "http://"+net.JoinHostPort(podIP, "8080")+path)
+}
+
+// getFromNode GETs u from inside the node's network namespace; a status
+// other than 200 is an error, returned with the body.
+func getFromNode(ctx context.Context, n *realnode.Node, u string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return "", err
 	}
