@@ -14,7 +14,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/devenv"
@@ -51,6 +54,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// The stack's logs at error level, as in every other suite (unset, each
+	// controller prints a warning with a stack trace instead).
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	chromium, err := chromiumPath()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

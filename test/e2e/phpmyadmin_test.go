@@ -72,16 +72,19 @@ func TestPhpMyAdminQueriesCountAsUse(t *testing.T) {
 	// single in-page poll short.
 	waitAcrossNavigations(t, ctx, "the query editor", `!!document.querySelector("#queryfieldscontainer .CodeMirror")`, 30*time.Second)
 
-	// The gateway writes activity at most every 30 s (userland dev): wait
-	// until the page loads are written, then past another interval.
-	var opened time.Time
-	waitUntil(t, "the page loads recorded", time.Minute, func() bool {
-		st := userlandStatus(t, "pma")
-		if st.LastActivityTime != nil {
-			opened = st.LastActivityTime.Time
-		}
-		return st.LastActivityTime != nil && time.Since(st.LastActivityTime.Time) < 40*time.Second
-	})
+	loaded := time.Now()
+
+	// The gateway writes activity at most every 30 s (userland dev) and
+	// flushes every 5 s; a use that came within an interval of a write is
+	// written when the interval has passed. So every page load is written
+	// by 35 s after the last of them: wait past that, then past another
+	// interval.
+	time.Sleep(time.Until(loaded.Add(37 * time.Second)))
+	st := userlandStatus(t, "pma")
+	if st.LastActivityTime == nil || loaded.Sub(st.LastActivityTime.Time) > 40*time.Second {
+		t.Fatalf("the page loads were not recorded: lastActivityTime %v, page loaded at %v", st.LastActivityTime, loaded)
+	}
+	opened := st.LastActivityTime.Time
 	time.Sleep(40 * time.Second)
 	if st := userlandStatus(t, "pma"); !st.LastActivityTime.Time.Equal(opened) {
 		t.Errorf("an open, untouched phpMyAdmin page was recorded as used at %v (opened %v)", st.LastActivityTime, opened)
@@ -96,7 +99,6 @@ func TestPhpMyAdminQueriesCountAsUse(t *testing.T) {
 		chromedp.KeyEvent("SELECT 6*7 AS answer"),
 		chromedp.Click(chromedp.CSS(`#button_submit_query`)))
 	waitAcrossNavigations(t, ctx, "the query's result", `!!document.body && document.body.innerText.includes("answer") && document.body.innerText.includes("42")`, 30*time.Second)
-	var st v1alpha1.UserlandStatus
 	waitUntil(t, "the query recorded as use", time.Minute, func() bool {
 		st = userlandStatus(t, "pma")
 		return st.LastActivityTime != nil && !st.LastActivityTime.Time.Before(queried)
