@@ -165,6 +165,9 @@ verify: ## Fail if generated files are stale, then vet and lint.
 	go vet ./...
 	go vet -tags faults ./test/faults/
 	go vet -tags realnode ./internal/realnode/
+	# The CLI and userland dev run on a Mac too (the real node only says it
+	# cannot run there): the whole module must build for it.
+	GOOS=darwin GOARCH=arm64 go build ./...
 	$(MAKE) lint
 
 ##@ Tools

@@ -18,7 +18,9 @@ func Leftovers(string) []string { return nil }
 
 func (n *Node) up(context.Context) error { return Supported() }
 
-func lock() (*os.File, error) { return nil, Supported() }
+func lock(context.Context, time.Duration, func(string, ...any)) (*os.File, error) {
+	return nil, Supported()
+}
 
 func killNode(string) error { return Supported() }
 

@@ -44,7 +44,9 @@ const (
 // enforce: one student's pod reaches neither another student's pod nor
 // their Service (by egress and, for a template without egress rules, by
 // ingress alone), nor the API server; the gateway's pod reaches them all;
-// the kubelet's readiness probes still pass; cluster DNS answers. It relies on no policy's name
+// the kubelet's readiness probes still pass; cluster DNS answers; a public
+// address outside the cluster is reached with the default (Internet)
+// egress. It relies on no policy's name
 // or shape, only on reachability, and creates no policy itself.
 func TestNetworkPolicyOnRealNode(t *testing.T) {
 	n := startNode(t)
@@ -109,6 +111,7 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 	gw := readyPod(ctx, t, n, gatewayNamespace, map[string]string{gatewayLabel: gatewayName}).Status.PodIP
 	apiServer := strings.TrimPrefix(n.Cluster.Server(), "https://")
 	metadata := metadataStandIn(t, n)
+	internet := internetStandIn(t)
 
 	// The controller's policies, whatever their names or number.
 	policyCovering(ctx, t, n, ns, students[1])
@@ -138,11 +141,15 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 			t.Logf("gateway → %s: %s", addr, msg)
 		}
 	}
-	// carol, with unrestricted egress, reaches the API server directly and
-	// through the kubernetes Service (kube-proxy's rules), so the refusals
-	// above are the policies', not a broken network; the gateway's pod
-	// reaches the metadata stand-in, so it serves pods.
+	// alice's default (Internet) egress reaches a public address outside
+	// the cluster, as carol's does. carol, with unrestricted egress,
+	// reaches the API server directly and through the kubernetes Service
+	// (kube-proxy's rules), so the refusals above are the policies', not a
+	// broken network; the gateway's pod reaches the metadata stand-in, so
+	// it serves pods.
 	for _, tc := range []struct{ from, name, addr string }{
+		{alice, "alice (Internet egress) → a public address outside the cluster", internet},
+		{carol, "carol (Unrestricted egress) → a public address outside the cluster", internet},
 		{carol, "carol → the API server", apiServer},
 		{carol, "carol → the kubernetes Service", kubernetesService},
 		{gw, "the gateway → the metadata stand-in", metadata},
@@ -219,6 +226,29 @@ func metadataStandIn(t *testing.T, n *realnode.Node) string {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metadata\n") }), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ip + ":80"
+}
+
+// internetStandIn serves HTTP on a public address outside the cluster and
+// returns it: 192.0.2.10 (TEST-NET-1, never routed on the Internet, and
+// public as far as the policies go) on the host's end of the node's veth,
+// where the node's default route leads. Pod traffic leaves the node
+// masqueraded as NodeIP, which the host reaches through the veth, so the
+// host forwards nothing. The address goes with the veth at teardown.
+func internetStandIn(t *testing.T) string {
+	t.Helper()
+	const ip = "192.0.2.10"
+	if out, err := exec.Command("ip", "addr", "add", ip+"/32", "dev", realnode.HostVeth).CombinedOutput(); err != nil {
+		t.Fatalf("adding %s to %s: %v: %s", ip, realnode.HostVeth, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", ip+"/32", "dev", realnode.HostVeth).Run() })
+	l, err := net.Listen("tcp", ip+":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "internet\n") }), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ip + ":80"

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/userland-dev/userland/internal/simcluster"
 )
 
@@ -58,6 +60,9 @@ type Options struct {
 	Images []string
 	// Logf receives progress lines; nil: none.
 	Logf func(format string, args ...any)
+	// LockWait is how long Start waits while another real node runs on
+	// the machine (one at a time: see LockPath); zero fails at once.
+	LockWait time.Duration
 }
 
 // Timing is one step of Start and when it ended, since Start began.
@@ -99,7 +104,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := checkBinaries(opts); err != nil {
 		return nil, err
 	}
-	held, err := lock()
+	held, err := lock(ctx, opts.LockWait, opts.Logf)
 	if err != nil {
 		return nil, err
 	}
@@ -233,3 +238,17 @@ func (n *Node) path(elem ...string) string {
 func (n *Node) bin(name string) string { return filepath.Join(n.opts.NodeBinariesDir, name) }
 
 func (n *Node) kubeconfig(name string) string { return n.path("kubeconfigs", name+".kubeconfig") }
+
+// waitFor polls cond until it holds, failing early when a daemon exits.
+func (n *Node) waitFor(ctx context.Context, what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := n.Alive(); err != nil {
+			return false, err
+		}
+		return cond(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}

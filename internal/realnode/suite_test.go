@@ -117,6 +117,9 @@ func nodeOptions(t testing.TB) realnode.Options {
 		CRDDirectoryPaths: []string{filepath.Join(testenv.RepoRoot(), "config", "crd", "bases")},
 		Images:            imgs,
 		Logf:              t.Logf,
+		// Another checkout's make test-node may hold the machine's one
+		// node for a few minutes.
+		LockWait: 15 * time.Minute,
 	}
 }
 

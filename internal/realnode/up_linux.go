@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/internal/simcluster"
@@ -281,19 +280,5 @@ func (n *Node) launch(name, bin string, args ...string) error {
 		return err
 	}
 	n.processes = append(n.processes, p)
-	return nil
-}
-
-// waitFor polls cond until it holds, failing early when a daemon exits.
-func (n *Node) waitFor(ctx context.Context, what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := n.Alive(); err != nil {
-			return false, err
-		}
-		return cond(ctx)
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for %s: %w", what, err)
-	}
 	return nil
 }
