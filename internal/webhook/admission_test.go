@@ -35,6 +35,9 @@ import (
 
 var env *testenv.Environment
 
+// probeAddr serves the webhook manager's /readyz.
+var probeAddr string
+
 const (
 	controllerNamespace = "userland-system"
 	configName          = "userland-validating-webhook-configuration"
@@ -69,6 +72,11 @@ func runController() error {
 	if err != nil {
 		return err
 	}
+	probePort, err := simcluster.FreePort()
+	if err != nil {
+		return err
+	}
+	probeAddr = fmt.Sprintf("127.0.0.1:%d", probePort)
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controllerNamespace}}); err != nil {
 		return err
 	}
@@ -119,7 +127,7 @@ func runController() error {
 	// webhook package's, under the controller's RBAC role.
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme: v1alpha1.NewScheme(), WebhookServer: webhook.NewServer(opts),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: probeAddr,
 	})
 	if err != nil {
 		return err

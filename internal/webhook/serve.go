@@ -2,10 +2,12 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -82,7 +85,10 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 		return err
 	}
 	if !w.SelfSignedCerts {
-		return Setup(mgr, ps)
+		if err := Setup(mgr, ps); err != nil {
+			return err
+		}
+		return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 	}
 	if len(w.DNSNames) == 0 {
 		return fmt.Errorf("webhook certificates need at least one DNS name")
@@ -124,6 +130,10 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 			return fmt.Errorf("adding certificate writer: %w", err)
 		}
 	}
+	var registered atomic.Bool
+	if err := mgr.AddReadyzCheck("webhook", startedOnceRegistered(&registered, mgr)); err != nil {
+		return fmt.Errorf("adding the webhook's ready check: %w", err)
+	}
 	return mgr.Add(webhookStarter(func(ctx context.Context) error {
 		select {
 		case <-ready:
@@ -133,9 +143,26 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 		if err := Setup(mgr, ps); err != nil {
 			return err
 		}
+		registered.Store(true)
 		<-ctx.Done()
 		return nil
 	}))
+}
+
+// startedOnceRegistered is the replica's readiness for admission traffic:
+// not ready until its webhook server answers TLS. The webhook's Service
+// sends the API server's calls to ready replicas only, and with two
+// replicas a call sent to one still waiting for its certificate is
+// refused (TestChartOnRealNode saw it). The server is asked for only
+// after Setup registered the webhooks: asking the manager for it earlier
+// would start it before its key pair exists, and it would fail.
+func startedOnceRegistered(registered *atomic.Bool, mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		if !registered.Load() {
+			return errors.New("the webhook server waits for its certificate")
+		}
+		return mgr.GetWebhookServer().StartedChecker()(req)
+	}
 }
 
 // webhookStarter runs on every replica, leader or not: all of them serve
