@@ -14,9 +14,7 @@ import (
 	"github.com/userland-dev/userland/internal/simcluster"
 )
 
-// The fixed names everything is keyed on (see the package comment). They
-// differ from hack/node-up.sh's, so the prototype and this package never
-// tear down each other's node.
+// The fixed names everything is keyed on (see the package comment).
 const (
 	// DefaultStateDir holds every file, socket and mount of the node.
 	DefaultStateDir = "/tmp/userland-realnode"
