@@ -81,6 +81,7 @@ type CourseSchedule struct {
 	// with no session, such as holidays.
 	// +kubebuilder:validation:MaxItems=128
 	// +kubebuilder:validation:items:Format=date
+	// +kubebuilder:validation:items:MaxLength=10
 	// +listType=set
 	// +optional
 	Exceptions []string `json:"exceptions,omitempty"`
@@ -115,14 +116,17 @@ type CourseSession struct {
 
 	// Date makes it a single session, on this date (YYYY-MM-DD).
 	// +kubebuilder:validation:Format=date
+	// +kubebuilder:validation:MaxLength=10
 	// +optional
 	Date *string `json:"date,omitempty"`
 
 	// Start is the local time it begins, HH:MM (24 hours).
+	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
 	Start string `json:"start"`
 
 	// End is the local time it ends, HH:MM, after start on the same day.
+	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
 	End string `json:"end"`
 
