@@ -128,6 +128,18 @@ func TestCourseTimetableTokyoWithAHoliday(t *testing.T) {
 	})
 	wantSession(t, c, next, next.Add(90*time.Minute), 2)
 
+	// Steady state writes nothing: the course reconciling again in the
+	// session (a student's environment touched) finds its status as it is.
+	setClock(ctrl, next.Add(30*time.Minute))
+	touchCourse(t, ns, "jp")
+	time.Sleep(time.Second) // the status write of the touch has been counted
+	before := ctrl.writes.count(ns)
+	poke(t, ns, items[0].Name)
+	time.Sleep(7 * time.Second) // the course's 5 s batch, and then some
+	if writes := ctrl.writes.count(ns) - before; writes != 0 {
+		t.Errorf("the controller wrote %d times in the session's steady state, want 0: %v", writes, ctrl.writes.requestsTo(ns))
+	}
+
 	// After it, the week after's is next, and none are warm for it yet;
 	// the environments are left to the idle rules.
 	setClock(ctrl, next.Add(2*time.Hour))
