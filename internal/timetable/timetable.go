@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	// The zone database is compiled in: the webhook and the controller
-	// must know the same zones whatever the image's /usr/share/zoneinfo.
-	_ "time/tzdata"
+	_ "time/tzdata" // the webhook and the controller know the same zones, whatever the image holds
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
