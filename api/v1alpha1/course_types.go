@@ -353,6 +353,8 @@ type CourseSessionStatus struct {
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queued`,priority=1
+// +kubebuilder:printcolumn:name="Next Session",type=string,JSONPath=`.status.nextSession.start`,priority=1
+// +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.nextSession.warm`,priority=1
 // +kubebuilder:printcolumn:name="Start",type=string,JSONPath=`.spec.term.start`,priority=1
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.spec.term.end`
 type Course struct {
