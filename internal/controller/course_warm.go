@@ -34,21 +34,25 @@ type warmEnv struct {
 	// asked: somebody (its user, or this warm-up) asked for it since the
 	// warm-up began, so it is warm or on its way, and is not asked again.
 	asked bool
+	// starting: asked, and not stopped since, so the Userland reconciler
+	// is about to start it (the cache does not show it running yet): it
+	// takes a place under the running limit already.
+	starting bool
 }
 
 // decideWarm picks the stopped environments to start for a session's
 // warm-up, most recently used first (never used last, then by name): as
 // many as make percent of all the course's student environments running
 // or asked for, and no more than limits.maxRunning leaves room for after
-// those running and those already waiting in its queue (who asked
-// themselves, so come first). Nil maxRunning is no limit.
+// those running or starting and those already waiting in its queue (who
+// asked themselves, so come first). Nil maxRunning is no limit.
 func decideWarm(envs []warmEnv, percent int32, maxRunning *int32) []string {
 	target := (len(envs)*int(percent) + 99) / 100
 	var candidates []warmEnv
 	running, queued, counted := 0, 0, 0
 	for _, e := range envs {
 		switch {
-		case e.running:
+		case e.running, e.starting:
 			running++
 			counted++
 		case e.queued:
@@ -130,13 +134,15 @@ func isStudentEnv(c *v1alpha1.Course, ul *v1alpha1.Userland) bool {
 // warm starts the environments decideWarm picks for session, the way the
 // dashboard's Restart does: the restarted-at stamp, which counts as its
 // user asking, so the Userland reconciler wakes it under the same idle
-// rules and running limit as any start. The stamp is the later of the
-// warm-up's start and the environment's creation, not the time now: a
-// reconcile that repeats the patch from a stale cache then changes
-// nothing, so it can never restart an environment already started.
+// rules and running limit as any start. The stamp is the latest of the
+// warm-up's start, the environment's creation and its last stop (a start
+// asked before the stop would not wake it), not the time now: a reconcile
+// that repeats the patch from the same stale cache then changes nothing,
+// so it can never restart an environment already started.
 func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *timetable.Session) error {
 	envs := make([]warmEnv, 0, len(s.userlands))
 	byName := map[string]*v1alpha1.Userland{}
+	stoppedSince := map[string]time.Time{}
 	for i := range s.userlands {
 		ul := &s.userlands[i]
 		if !isStudentEnv(s.c, ul) {
@@ -156,11 +162,18 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 		if t := ul.Status.LastActivityTime; t != nil {
 			e.lastUsed = t.Time
 		}
+		// When it last stopped; a start stamped before that wakes nothing.
+		since := ul.CreationTimestamp.Time
+		if stopped := parseTime(dep.Annotations[AnnotationIdleStoppedAt]); err == nil && stopped != nil && stopped.After(since) {
+			since = *stopped
+		}
 		if asked := course.LastAsked(ul); asked != nil && !asked.Before(session.WarmupStart) {
 			e.asked = true
+			e.starting = !e.running && !e.queued && !e.suspended && !asked.Before(since)
 		}
 		envs = append(envs, e)
 		byName[ul.Name] = ul
+		stoppedSince[ul.Name] = since
 	}
 	percent := int32(100)
 	if p := s.c.Spec.Schedule.WarmPercent; p != nil {
@@ -169,8 +182,8 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 	for _, name := range decideWarm(envs, percent, s.c.Spec.Limits.MaxRunning) {
 		ul := byName[name]
 		stamp := session.WarmupStart
-		if created := ul.CreationTimestamp.Time; created.After(stamp) {
-			stamp = created
+		if since := stoppedSince[name]; since.After(stamp) {
+			stamp = since
 		}
 		patch, err := actions.Patch(actions.Restart, actions.Staff, ul, stamp)
 		if err != nil {

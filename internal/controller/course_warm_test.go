@@ -36,6 +36,12 @@ func TestDecideWarm(t *testing.T) {
 		"asked since the warm-up began: not asked again, counted in the share": {
 			envs: with(func(e []warmEnv) { e[1].asked = true }), percent: 40,
 			want: []string{"d"}},
+		"asked and starting: counts against the limit before the cache shows it running": {
+			envs: with(func(e []warmEnv) { e[1].asked, e[1].starting = true, true }), percent: 100, maxRunning: ptr.To[int32](2),
+			want: []string{"d"}},
+		"asked but stopped since: holds no place, and is not asked again": {
+			envs: with(func(e []warmEnv) { e[1].asked = true }), percent: 100, maxRunning: ptr.To[int32](2),
+			want: []string{"d", "a"}},
 		"suspended ones are never started": {
 			envs: with(func(e []warmEnv) { e[1].suspended = true }), percent: 100, maxRunning: ptr.To[int32](2),
 			want: []string{"d", "a"}},
