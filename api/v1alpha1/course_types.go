@@ -60,7 +60,87 @@ type CourseSpec struct {
 	// Lifecycle says what happens after the term.
 	// +optional
 	Lifecycle CourseLifecycle `json:"lifecycle,omitzero"`
+
+	// Schedule is the course's timetable: before each session the
+	// environments of its students are started (warmed), so they are
+	// ready when class begins.
+	// +optional
+	Schedule *CourseSchedule `json:"schedule,omitempty"`
 }
+
+// CourseSchedule is a course's timetable and how it warms environments
+// before each session.
+type CourseSchedule struct {
+	// Sessions are the classes: each weekly (day) or on one date (date).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Sessions []CourseSession `json:"sessions"`
+
+	// Exceptions are dates (YYYY-MM-DD, in each session's own time zone)
+	// with no session, such as holidays.
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:Format=date
+	// +kubebuilder:validation:items:MaxLength=10
+	// +listType=set
+	// +optional
+	Exceptions []string `json:"exceptions,omitempty"`
+
+	// Warmup is how long before each session's start its environments
+	// are started (default 10m, at most 2h; 0s warms none).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) <= duration('2h')",message="must be a duration of at most 2h, such as 10m"
+	// +kubebuilder:default="10m"
+	// +optional
+	Warmup *metav1.Duration `json:"warmup,omitempty"`
+
+	// WarmPercent is the share of the course's student environments
+	// warmed, the most recently used first (default 100: all of them).
+	// limits.maxRunning bounds it as it bounds any start.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	WarmPercent *int32 `json:"warmPercent,omitempty"`
+}
+
+// CourseSession is one class of a course's timetable: weekly on a day, or
+// once on a date, from start to end (local times, the same day) in an
+// IANA time zone.
+// +kubebuilder:validation:XValidation:rule="has(self.day) != has(self.date)",message="exactly one of day (weekly) or date (once) must be set"
+// +kubebuilder:validation:XValidation:rule="self.end > self.start",message="must be after start",fieldPath=".end"
+type CourseSession struct {
+	// Day makes the session weekly, on this day.
+	// +optional
+	Day *Weekday `json:"day,omitempty"`
+
+	// Date makes it a single session, on this date (YYYY-MM-DD).
+	// +kubebuilder:validation:Format=date
+	// +kubebuilder:validation:MaxLength=10
+	// +optional
+	Date *string `json:"date,omitempty"`
+
+	// Start is the local time it begins, HH:MM (24 hours).
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	Start string `json:"start"`
+
+	// End is the local time it ends, HH:MM, after start on the same day.
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	End string `json:"end"`
+
+	// TimeZone is an IANA time zone name, such as Europe/Berlin or
+	// Asia/Tokyo; the webhook refuses names it does not know.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	TimeZone string `json:"timeZone"`
+}
+
+// Weekday is a day of the week.
+// +kubebuilder:validation:Enum=Monday;Tuesday;Wednesday;Thursday;Friday;Saturday;Sunday
+type Weekday string
 
 // CourseTerm is the teaching period. Before start students cannot start
 // their environments; at end they are stopped.
@@ -243,6 +323,22 @@ type CourseStatus struct {
 	// Queued counts student environments waiting for limits.maxRunning.
 	// +optional
 	Queued int32 `json:"queued"`
+
+	// NextSession is the session of spec.schedule in progress, or else
+	// the next one within the term; absent when none is left.
+	// +optional
+	NextSession *CourseSessionStatus `json:"nextSession,omitempty"`
+}
+
+// CourseSessionStatus is one session of a course's timetable.
+type CourseSessionStatus struct {
+	// Start is when it begins.
+	Start metav1.Time `json:"start"`
+	// End is when it ends.
+	End metav1.Time `json:"end"`
+	// Warm counts student environments running (or starting) for it,
+	// from its warm-up to its end; 0 before its warm-up.
+	Warm int32 `json:"warm"`
 }
 
 // Course is one class: a roster of students and staff, the templates they
@@ -257,6 +353,8 @@ type CourseStatus struct {
 // +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.running`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queued`,priority=1
+// +kubebuilder:printcolumn:name="Next Session",type=string,JSONPath=`.status.nextSession.start`,priority=1
+// +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.nextSession.warm`,priority=1
 // +kubebuilder:printcolumn:name="Start",type=string,JSONPath=`.spec.term.start`,priority=1
 // +kubebuilder:printcolumn:name="End",type=string,JSONPath=`.spec.term.end`
 type Course struct {

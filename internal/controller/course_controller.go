@@ -104,6 +104,7 @@ func (r *CourseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		r.provisionRoster,
 		r.retire,
 		r.countStudents,
+		r.schedule,
 	)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -225,3 +225,44 @@ func (w *CourseWrapper) Retention(d time.Duration, snapshotClass string) *Course
 	}
 	return w
 }
+
+// schedule is the Course's schedule, made on first use.
+func (w *CourseWrapper) schedule() *v1alpha1.CourseSchedule {
+	if w.c.Spec.Schedule == nil {
+		w.c.Spec.Schedule = &v1alpha1.CourseSchedule{}
+	}
+	return w.c.Spec.Schedule
+}
+
+// Weekly adds a weekly session on day, start to end (HH:MM) in zone.
+func (w *CourseWrapper) Weekly(day v1alpha1.Weekday, start, end, zone string) *CourseWrapper {
+	s := w.schedule()
+	s.Sessions = append(s.Sessions, v1alpha1.CourseSession{Day: &day, Start: start, End: end, TimeZone: zone})
+	return w
+}
+
+// Dated adds a session on date (YYYY-MM-DD), start to end in zone.
+func (w *CourseWrapper) Dated(date, start, end, zone string) *CourseWrapper {
+	s := w.schedule()
+	s.Sessions = append(s.Sessions, v1alpha1.CourseSession{Date: &date, Start: start, End: end, TimeZone: zone})
+	return w
+}
+
+// Exceptions adds dates with no session.
+func (w *CourseWrapper) Exceptions(dates ...string) *CourseWrapper {
+	s := w.schedule()
+	s.Exceptions = append(s.Exceptions, dates...)
+	return w
+}
+
+// Warmup sets schedule.warmup.
+func (w *CourseWrapper) Warmup(d time.Duration) *CourseWrapper {
+	w.schedule().Warmup = &metav1.Duration{Duration: d}
+	return w
+}
+
+// WarmPercent sets schedule.warmPercent.
+func (w *CourseWrapper) WarmPercent(n int32) *CourseWrapper {
+	w.schedule().WarmPercent = &n
+	return w
+}

@@ -14,12 +14,14 @@ import (
 	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/templates"
+	"github.com/userland-dev/userland/internal/timetable"
 )
 
 // ValidateCourseSpec checks what the schema cannot say about a course on
-// its own: nobody is both student and staff by name, and the term is in
-// order (the schema says so too; a direct caller of this function, such
-// as the plugin's import, gets the same answer).
+// its own: nobody is both student and staff by name, and every time zone
+// of the schedule is one the controller knows; and the term and the
+// schedule's times are in order (the schema says so too; a direct caller
+// of this function, such as the plugin's import, gets the same answer).
 func ValidateCourseSpec(spec *v1alpha1.CourseSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if !spec.Term.End.After(spec.Term.Start.Time) {
@@ -30,7 +32,7 @@ func ValidateCourseSpec(spec *v1alpha1.CourseSpec, fldPath *field.Path) field.Er
 			errs = append(errs, field.Duplicate(fldPath.Child("staff", "users").Index(i), u))
 		}
 	}
-	return errs
+	return append(errs, timetable.Validate(spec.Schedule, fldPath.Child("schedule"))...)
 }
 
 // +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-course,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=courses,verbs=create;update,versions=v1alpha1,name=courses.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -69,6 +70,29 @@ func TestCourseValidation(t *testing.T) {
 			c.Name = strings.Repeat("a", 64)
 			return c
 		}(), map[string]string{"metadata.name": "may not be more than 63"}},
+		{"session in an unknown time zone", valid().Weekly("Monday", "09:00", "10:00", "Europe/Berlin").Weekly("Tuesday", "09:00", "10:00", "Europe/Atlantis").Obj(),
+			map[string]string{"spec.schedule.sessions[1].timeZone": `unknown IANA time zone "Europe/Atlantis"`}},
+		{"session in the machine's zone", valid().Weekly("Monday", "09:00", "10:00", "Local").Obj(),
+			map[string]string{"spec.schedule.sessions[0].timeZone": "is not an IANA time zone name"}},
+		{"session ending before it starts", valid().Weekly("Monday", "10:00", "09:00", "Asia/Tokyo").Obj(),
+			map[string]string{"spec.schedule.sessions[0].end": "must be after start"}},
+		{"session start not HH:MM", valid().Weekly("Monday", "9:00", "10:00", "Asia/Tokyo").Obj(),
+			map[string]string{"spec.schedule.sessions[0].start": "should match"}},
+		{"session end not a time of day", valid().Weekly("Monday", "09:00", "25:00", "Asia/Tokyo").Obj(),
+			map[string]string{"spec.schedule.sessions[0].end": "should match"}},
+		{"session both weekly and dated", func() *v1alpha1.Course {
+			c := valid().Dated("2026-12-10", "09:00", "10:00", "UTC").Obj()
+			c.Spec.Schedule.Sessions[0].Day = ptr.To(v1alpha1.Weekday("Monday"))
+			return c
+		}(), map[string]string{"spec.schedule.sessions[0]": "exactly one of day (weekly) or date (once)"}},
+		{"session on no day of the week", valid().Weekly("Mondai", "09:00", "10:00", "UTC").Obj(),
+			map[string]string{"spec.schedule.sessions[0].day": "Unsupported value"}},
+		{"exception that is not a date", valid().Weekly("Monday", "09:00", "10:00", "UTC").Exceptions("24.12.2026").Obj(),
+			map[string]string{"spec.schedule.exceptions[0]": "date"}},
+		{"warm-up longer than 2h", valid().Weekly("Monday", "09:00", "10:00", "UTC").Warmup(3 * time.Hour).Obj(),
+			map[string]string{"spec.schedule.warmup": "at most 2h"}},
+		{"warm share above 100", valid().Weekly("Monday", "09:00", "10:00", "UTC").WarmPercent(101).Obj(),
+			map[string]string{"spec.schedule.warmPercent": "less than or equal to 100"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
