@@ -127,8 +127,12 @@ func (r *CourseReconciler) countWarm(s *courseState) int32 {
 	return n
 }
 
+// isStudentEnv is what a warm-up may start: exactly what the course's
+// staff may reach and start from the course page (course.StaffMayReach),
+// environments the course made for its current students, never staff's
+// own or a student's from outside the course.
 func isStudentEnv(c *v1alpha1.Course, ul *v1alpha1.Userland) bool {
-	return course.RoleOf(c, ul) == course.Student && course.Find(c, ul.Spec.TemplateRef) != nil
+	return course.StaffMayReach(c, ul)
 }
 
 // warm starts the environments decideWarm picks for session, the way the
