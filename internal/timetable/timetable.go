@@ -157,13 +157,19 @@ type parsed struct {
 // on is the occurrence on day's date: local wall-clock times, so a weekly
 // 09:00 stays 09:00 across a daylight-saving change. A time the change
 // skips (02:30 on the spring-forward night) is moved on by the gap, as
-// time.Date does.
+// time.Date does. A session that lies in the gap (02:30-03:00 that night)
+// would then end before it starts: it ends as it starts instead, so it is
+// still warmed, and no status shows an end before a start.
 func (p parsed) on(day time.Time) *Session {
 	y, m, d := day.Date()
 	at := func(t time.Duration) time.Time {
 		return time.Date(y, m, d, int(t/time.Hour), int(t%time.Hour/time.Minute), 0, 0, p.loc).UTC()
 	}
-	return &Session{Start: at(p.start), End: at(p.end)}
+	start, end := at(p.start), at(p.end)
+	if end.Before(start) {
+		end = start
+	}
+	return &Session{Start: start, End: end}
 }
 
 var weekdays = map[v1alpha1.Weekday]time.Weekday{
