@@ -38,6 +38,12 @@ type warmEnv struct {
 	// is about to start it (the cache does not show it running yet): it
 	// takes a place under the running limit already.
 	starting bool
+	// other: not one the warm-up may start (course.StaffMayReach), but
+	// one the running limit counts (labelled into the course, its user
+	// a student of it, such as one from an earlier course of the same
+	// name): it takes a place when running, starting or queued, and is
+	// neither warmed nor part of the share.
+	other bool
 }
 
 // decideWarm picks the stopped environments to start for a session's
@@ -47,17 +53,28 @@ type warmEnv struct {
 // those running or starting and those already waiting in its queue (who
 // asked themselves, so come first). Nil maxRunning is no limit.
 func decideWarm(envs []warmEnv, percent int32, maxRunning *int32) []string {
-	target := (len(envs)*int(percent) + 99) / 100
+	own := 0
+	for _, e := range envs {
+		if !e.other {
+			own++
+		}
+	}
+	target := (own*int(percent) + 99) / 100
 	var candidates []warmEnv
 	running, queued, counted := 0, 0, 0
 	for _, e := range envs {
 		switch {
 		case e.running, e.starting:
 			running++
-			counted++
+			if !e.other {
+				counted++
+			}
 		case e.queued:
 			queued++
-			counted++
+			if !e.other {
+				counted++
+			}
+		case e.other:
 		case e.asked:
 			counted++
 		case !e.suspended:
@@ -149,7 +166,12 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 	stoppedSince := map[string]time.Time{}
 	for i := range s.userlands {
 		ul := &s.userlands[i]
-		if !isStudentEnv(s.c, ul) {
+		// The running limit (UserlandReconciler.admit) counts every
+		// environment of the course's students; the warm-up counts the
+		// same, or it stamps one the limit then queues, backdated ahead
+		// of students who ask in person.
+		other := !isStudentEnv(s.c, ul)
+		if other && course.RoleOf(s.c, ul) != course.Student {
 			continue
 		}
 		var dep appsv1.Deployment
@@ -162,6 +184,7 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 			running:   err == nil && dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0,
 			queued:    ul.Status.StoppedReason == v1alpha1.StoppedQueued,
 			suspended: ul.Spec.Suspend,
+			other:     other,
 		}
 		if t := ul.Status.LastActivityTime; t != nil {
 			e.lastUsed = t.Time
