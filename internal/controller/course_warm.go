@@ -34,9 +34,10 @@ type warmEnv struct {
 	// asked: somebody (its user, or this warm-up) asked for it since the
 	// warm-up began, so it is warm or on its way, and is not asked again.
 	asked bool
-	// starting: asked, and not stopped since, so the Userland reconciler
-	// is about to start it (the cache does not show it running yet): it
-	// takes a place under the running limit already.
+	// starting: asked for (before the warm-up or since) and not stopped
+	// since, so the Userland reconciler is about to start it (the cache
+	// does not show it running yet): it takes a place under the running
+	// limit already, and is not asked again.
 	starting bool
 	// other: not one the warm-up may start (course.StaffMayReach), but
 	// one the running limit counts (labelled into the course, its user
@@ -152,6 +153,37 @@ func isStudentEnv(c *v1alpha1.Course, ul *v1alpha1.Userland) bool {
 	return course.StaffMayReach(c, ul)
 }
 
+// warmEnvOf is ul as the warm-up of a session whose warm-up began at
+// warmupStart sees it, with dep its Deployment (nil when none), and when
+// it last stopped (its creation, or its last idle stop): a start stamped
+// before that wakes nothing.
+func warmEnvOf(ul *v1alpha1.Userland, dep *appsv1.Deployment, warmupStart time.Time) (warmEnv, time.Time) {
+	e := warmEnv{
+		name:      ul.Name,
+		running:   dep != nil && dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0,
+		queued:    ul.Status.StoppedReason == v1alpha1.StoppedQueued,
+		suspended: ul.Spec.Suspend,
+	}
+	if t := ul.Status.LastActivityTime; t != nil {
+		e.lastUsed = t.Time
+	}
+	since := ul.CreationTimestamp.Time
+	if dep != nil {
+		if stopped := parseTime(dep.Annotations[AnnotationIdleStoppedAt]); stopped != nil && stopped.After(since) {
+			since = *stopped
+		}
+	}
+	if asked := course.LastAsked(ul); asked != nil {
+		e.asked = !asked.Before(warmupStart)
+		// Asked for since it last stopped, whether before the warm-up
+		// began or not: its start is on its way (the Userland reconciler
+		// may be behind at class time). Stamping it again would change
+		// its pod's restarted-at and restart a pod just started.
+		e.starting = !e.running && !e.queued && !e.suspended && !asked.Before(since)
+	}
+	return e, since
+}
+
 // warm starts the environments decideWarm picks for session, the way the
 // dashboard's Restart does: the restarted-at stamp, which counts as its
 // user asking, so the Userland reconciler wakes it under the same idle
@@ -179,25 +211,12 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("getting deployment %s/%s: %w", ul.Namespace, ul.Name, err)
 		}
-		e := warmEnv{
-			name:      ul.Name,
-			running:   err == nil && dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0,
-			queued:    ul.Status.StoppedReason == v1alpha1.StoppedQueued,
-			suspended: ul.Spec.Suspend,
-			other:     other,
+		var found *appsv1.Deployment
+		if err == nil {
+			found = &dep
 		}
-		if t := ul.Status.LastActivityTime; t != nil {
-			e.lastUsed = t.Time
-		}
-		// When it last stopped; a start stamped before that wakes nothing.
-		since := ul.CreationTimestamp.Time
-		if stopped := parseTime(dep.Annotations[AnnotationIdleStoppedAt]); err == nil && stopped != nil && stopped.After(since) {
-			since = *stopped
-		}
-		if asked := course.LastAsked(ul); asked != nil && !asked.Before(session.WarmupStart) {
-			e.asked = true
-			e.starting = !e.running && !e.queued && !e.suspended && !asked.Before(since)
-		}
+		e, since := warmEnvOf(ul, found, session.WarmupStart)
+		e.other = other
 		envs = append(envs, e)
 		byName[ul.Name] = ul
 		stoppedSince[ul.Name] = since
