@@ -66,3 +66,49 @@ func TestAdversaryTimetableWarmupCountsWhatTheLimitCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestAdversaryTimetableWarmupAtTheLimitIsQuiet: three students,
+// maxRunning 1. The warm-up starts one; the course reconciling again and
+// again in the warm-up (students' environments touched, a stale cache
+// or not) asks for nobody else and writes nothing: no repeated stamp, no
+// event, no status rewrite.
+func TestAdversaryTimetableWarmupAtTheLimitIsQuiet(t *testing.T) {
+	ns := env.Namespace(t)
+	ctrl := startController(t)
+	ctx := context.Background()
+	create(t, template(ns, "lab", "example.org/lab:1"))
+	now := ctrl.clock.Now()
+	session := nextLocal(now, "Asia/Tokyo", time.Wednesday, 13, 0)
+	create(t, testobj.MakeCourse(ns, "q").Term(now.Add(-24*time.Hour), now.Add(60*24*time.Hour)).
+		Students(students(3)...).Template("lab", v1alpha1.ProvisionUpFront).MaxRunning(1).
+		Weekly("Wednesday", "13:00", "14:00", "Asia/Tokyo").Obj())
+	waitCourse(t, ns, "q", "3 provisioned", func(c *v1alpha1.Course) bool { return c.Status.Provisioned == 3 })
+	items := courseUserlands(t, ctx, ns, "q")
+	for i := range items {
+		env.WaitPhase(t, ns, items[i].Name, v1alpha1.PhaseStopped)
+	}
+
+	setClock(ctrl, session.Add(-5*time.Minute))
+	touchCourse(t, ns, "q")
+	waitCourse(t, ns, "q", "one warm", func(c *v1alpha1.Course) bool {
+		return c.Status.NextSession != nil && c.Status.NextSession.Warm == 1
+	})
+	time.Sleep(7 * time.Second) // the last batched status write
+	before := ctrl.writes.count(ns)
+	for i := range items {
+		poke(t, ns, items[i].Name)
+	}
+	time.Sleep(7 * time.Second) // the course's 5 s batch, and then some
+	if writes := ctrl.writes.count(ns) - before; writes != 0 {
+		t.Errorf("the controller wrote %d times in a warm-up at its limit, want 0: %v", writes, ctrl.writes.requestsTo(ns))
+	}
+	stamped := 0
+	for i := range items {
+		if warmedAt(t, ns, items[i].Name) != "" {
+			stamped++
+		}
+	}
+	if stamped != 1 {
+		t.Errorf("%d environments asked for, want 1 (maxRunning)", stamped)
+	}
+}
