@@ -156,6 +156,8 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 	} {
 		if msg, ok := dial(ctx, n, tc.from, tc.addr); !ok {
 			t.Errorf("%s (%s): %s", tc.name, tc.addr, msg)
+		} else {
+			t.Logf("%s (%s): %s", tc.name, tc.addr, msg)
 		}
 	}
 	// Refused connections stay refused (not a race with a rule being
