@@ -169,6 +169,35 @@ func webhookServes(ctx context.Context, t *testing.T, n *realnode.Node, ns strin
 	if err := c.Create(ctx, good); err != nil {
 		t.Fatalf("a Template meeting the baseline level was refused: %v", err)
 	}
+
+	// The Userland webhook, through the same Service: a Userland naming a
+	// ClusterTemplate its namespace may not use is refused, with the
+	// field. Only the webhook knows this (the schema cannot look at the
+	// ClusterTemplate or the namespace's labels).
+	other := testobj.MakeTemplate("", "other-classes").Image(probeImage).Cluster()
+	other.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"userland.dev/test-class": "other"}}
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	refused := testobj.MakeUserland(ns, "not-allowed", chartUser, other.Name).ClusterTemplate().Obj()
+	asked := time.Now()
+	for {
+		err = c.Create(ctx, refused.DeepCopy())
+		if err == nil {
+			t.Fatalf("a Userland naming ClusterTemplate %s, which does not allow namespace %s, was admitted", other.Name, ns)
+		}
+		// A replica still starting refuses the call (the known gap
+		// createAdmitted names); a refusal is Invalid.
+		if apierrors.IsInvalid(err) || time.Since(asked) > time.Minute {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("the Userland webhook's refusal: %v", err)
+	if !strings.Contains(err.Error(), `admission webhook "userlands.userland.dev" denied the request`) ||
+		!strings.Contains(err.Error(), "spec.templateRef.name") || !strings.Contains(err.Error(), "does not allow namespace") {
+		t.Errorf("a Userland naming a ClusterTemplate that does not allow its namespace: got %v, want the Userland webhook's refusal of spec.templateRef.name", err)
+	}
 }
 
 // gatewayReachesEnvironment signs in to the in-cluster gateway through its
