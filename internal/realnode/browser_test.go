@@ -5,6 +5,7 @@ package realnode_test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,9 +124,16 @@ func browserCycle(ctx context.Context, t *testing.T, n *realnode.Node, browser c
 		t.Fatal(err)
 	}
 	ul := userland(ctx, t, n, app.name)
+	for deadline := time.Now().Add(time.Minute); ul.Status.Phase != v1alpha1.PhaseReady || ul.Status.URL == ""; ul = userland(ctx, t, n, app.name) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not Ready with a URL a minute after its pod: %+v", app.name, ul.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	t.Logf("TIMING %s: pod Ready %s after the Userlands were created (the pod's own record: created → Ready %s)",
 		app.name, time.Since(created).Round(10*time.Millisecond), createdToReady(pod))
-	envURL := ul.Status.URL
+	// The apps' paths below are relative to it.
+	envURL := strings.TrimSuffix(ul.Status.URL, "/") + "/"
 	if u, err := url.Parse(envURL); err != nil || u.Scheme != "https" || u.Host != naming.HostLabel(browserNS, app.name)+"."+baseDomain {
 		t.Fatalf("%s's status.url is %q, want https://%s.%s/ (its own origin)", app.name, envURL, naming.HostLabel(browserNS, app.name), baseDomain)
 	}

@@ -176,9 +176,7 @@ func webhookServes(ctx context.Context, t *testing.T, n *realnode.Node, ns strin
 	// ClusterTemplate or the namespace's labels).
 	other := testobj.MakeTemplate("", "other-classes").Image(probeImage).Cluster()
 	other.Spec.AllowedNamespaces = &metav1.LabelSelector{MatchLabels: map[string]string{"userland.dev/test-class": "other"}}
-	if err := c.Create(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	createAdmitted(ctx, t, c, other, "ClusterTemplate "+other.Name, time.Minute)
 	refused := testobj.MakeUserland(ns, "not-allowed", chartUser, other.Name).ClusterTemplate().Obj()
 	asked := time.Now()
 	for {
