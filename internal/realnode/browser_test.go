@@ -82,7 +82,7 @@ func TestBrowserOnRealNode(t *testing.T) {
 	}
 
 	apps := []browserApp{vscodeApp(), jupyterApp(), phpMyAdminApp()}
-	created := time.Now()
+	templates := map[string]*v1alpha1.Template{}
 	for _, app := range apps {
 		tmpl := sampleTemplate(t, app.file)
 		overrideImages(t, &tmpl.Spec.PodTemplate.Spec, overrides)
@@ -94,43 +94,48 @@ func TestBrowserOnRealNode(t *testing.T) {
 		tmpl.Spec.Idle.WarnBefore = nil
 		// The webhook may still be starting: the first create waits.
 		createAdmitted(ctx, t, c, tmpl, "the sample "+app.file, 3*time.Minute)
-		ul := testobj.MakeUserland(browserNS, app.name, chartUser, tmpl.Name).Obj()
-		for _, v := range tmpl.Spec.Volumes {
-			localVolume(ctx, t, n, controller.ClaimName(ul, v.Name), browserNS, v.Size)
-		}
-		createAdmitted(ctx, t, c, ul, app.name+"'s Userland", time.Minute)
+		templates[app.name] = tmpl
 	}
 
 	ingress := startIngress(t, n, gatewayService+"."+releaseNamespace+".svc.cluster.local:80", mainHost, baseDomain)
 	browser := startChromium(t, ingress, mainHost, baseDomain)
 	t.Logf("ingress stand-in for https://%s and https://*.%s on %s", mainHost, baseDomain, ingress)
 
-	// The apps at once, each in its own browser context: the idle waits
-	// overlap, so the test takes one cycle's time, not three.
+	// The apps side by side (as many at once as go test's -parallel,
+	// GOMAXPROCS by default), each in its own browser context: the idle
+	// waits overlap.
 	t.Run("apps", func(t *testing.T) {
 		for _, app := range apps {
 			t.Run(app.name, func(t *testing.T) {
 				t.Parallel()
-				browserCycle(ctx, t, n, browser, app, created)
+				browserCycle(ctx, t, n, browser, app, templates[app.name])
 			})
 		}
 	})
 }
 
-// browserCycle is one app's sign-in → open → use → idle stop → wake.
-func browserCycle(ctx context.Context, t *testing.T, n *realnode.Node, browser context.Context, app browserApp, created time.Time) {
+// browserCycle is one app's sign-in → open → use → idle stop → wake. The
+// environment is made when its cycle begins: made earlier, it would be
+// stopped for idleness before anyone opened it.
+func browserCycle(ctx context.Context, t *testing.T, n *realnode.Node, browser context.Context, app browserApp, tmpl *v1alpha1.Template) {
+	ul := testobj.MakeUserland(browserNS, app.name, chartUser, tmpl.Name).Obj()
+	for _, v := range tmpl.Spec.Volumes {
+		localVolume(ctx, t, n, controller.ClaimName(ul, v.Name), browserNS, v.Size)
+	}
+	createAdmitted(ctx, t, n.Cluster.Client, ul, app.name+"'s Userland", time.Minute)
+	created := time.Now()
 	pod, err := readyAppPod(ctx, n, browserNS, app.name, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ul := userland(ctx, t, n, app.name)
+	ul = userland(ctx, t, n, app.name)
 	for deadline := time.Now().Add(time.Minute); ul.Status.Phase != v1alpha1.PhaseReady || ul.Status.URL == ""; ul = userland(ctx, t, n, app.name) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not Ready with a URL a minute after its pod: %+v", app.name, ul.Status)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("TIMING %s: pod Ready %s after the Userlands were created (the pod's own record: created → Ready %s)",
+	t.Logf("TIMING %s: pod Ready %s after its Userland was created (the pod's own record: created → Ready %s)",
 		app.name, time.Since(created).Round(10*time.Millisecond), createdToReady(pod))
 	// The apps' paths below are relative to it.
 	envURL := strings.TrimSuffix(ul.Status.URL, "/") + "/"
