@@ -4,14 +4,14 @@ package realnode_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/userland-dev/userland/internal/testenv"
 )
 
 // startChromium starts headless Chromium for the browser test: every
@@ -22,15 +22,9 @@ import (
 // fails the test: hack/ensure-chromium.sh installs Debian's.
 func startChromium(t *testing.T, ingressAddr, mainHost, baseDomain string) context.Context {
 	t.Helper()
-	path := os.Getenv("USERLAND_CHROMIUM")
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if path != "" {
-			break
-		}
-		path, _ = exec.LookPath(name)
-	}
-	if path == "" {
-		t.Fatal("no Chromium found: run hack/ensure-chromium.sh (installs Debian's chromium) or set USERLAND_CHROMIUM")
+	path, err := testenv.ChromiumPath()
+	if err != nil {
+		t.Fatal(err)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
