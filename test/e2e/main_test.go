@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,20 +34,6 @@ var (
 	artifacts string
 )
 
-// chromiumPath finds Chromium; `make test` installs Debian's package when
-// it can. A missing browser fails the suite with this message.
-func chromiumPath() (string, error) {
-	if p := os.Getenv("USERLAND_CHROMIUM"); p != "" {
-		return p, nil
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("no Chromium found: run hack/ensure-chromium.sh (installs Debian's chromium) or set USERLAND_CHROMIUM")
-}
-
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -57,7 +42,7 @@ func run(m *testing.M) int {
 	// The stack's logs at error level, as in every other suite (unset, each
 	// controller prints a warning with a stack trace instead).
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	chromium, err := chromiumPath()
+	chromium, err := testenv.ChromiumPath()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
