@@ -339,9 +339,8 @@ func appPort(p *corev1.Pod) int32 {
 // its port with 200 and app.want in the body, asking from the host
 // through the node's network namespace, and returns the body. A path
 // without a leading slash is under the pod's base path (Jupyter keeps
-// the gateway's prefix). A pod is Ready before its app serves when its
-// template has no readiness probe (JupyterLab's and phpMyAdmin's have
-// none), so this is the time a user waits.
+// the gateway's prefix). Each sample has a readiness probe, so a Ready
+// pod's app answers; this is the time a user waits.
 func answer(ctx context.Context, n *realnode.Node, p *corev1.Pod, app sampleApp) (string, error) {
 	path := app.path
 	if !strings.HasPrefix(path, "/") {
@@ -415,7 +414,8 @@ func tryExec(ctx context.Context, n *realnode.Node, p *corev1.Pod, container str
 
 // sql runs statements in the student's database as the sample's
 // database user, over TCP as phpMyAdmin does, waiting (up to 2 minutes)
-// for MariaDB to accept them: the pod has no readiness probe.
+// for MariaDB to accept them (its readiness probe is a TCP connect, and
+// the first connections can still be refused while it settles).
 func sql(ctx context.Context, t *testing.T, n *realnode.Node, p *corev1.Pod, statements string) string {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)

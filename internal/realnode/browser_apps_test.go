@@ -238,9 +238,8 @@ func phpMyAdminApp() browserApp {
 }
 
 // pmaSignIn signs in on phpMyAdmin's form as the sample's student user,
-// again while MariaDB is still starting (the pod has no readiness probe,
-// so phpMyAdmin answers before its database does and the form comes back
-// with an error).
+// again if the form comes back with an error (MariaDB's readiness probe
+// is a TCP connect, so its first sign-ins can still be refused).
 func pmaSignIn(t *testing.T, tab context.Context, signedIn string) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)

@@ -94,11 +94,12 @@ const notAnsweringYet = "the environment is not answering yet; retry in a few se
 // redirects, reloads (a waking environment's progress page reloads
 // itself) and loads, where a single in-page poll would be cut short.
 //
-// Known gap: a template without a readiness probe (the Jupyter sample's)
-// has its pod Ready before its app listens, and a page load that comes
-// in between gets the gateway's plain notAnsweringYet page, which does
-// not reload itself as the progress page does. The person reloads, as
-// it says; so does this, after 2 s, and logs that it did.
+// Gap: a page load that comes after the environment is Ready but before
+// the gateway can reach its app (a template without a readiness probe;
+// the samples have one now) gets the gateway's plain notAnsweringYet
+// page, which does not reload itself as the progress page does. The
+// person reloads, as it says; so does this, after 2 s, and logs that it
+// did.
 func pageUntil(t *testing.T, ctx context.Context, what, predicate string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -108,7 +109,7 @@ func pageUntil(t *testing.T, ctx context.Context, what, predicate string, timeou
 		}
 		if text := pageText(ctx); text == notAnsweringYet {
 			time.Sleep(2 * time.Second)
-			t.Logf("KNOWN GAP: waiting for %s, the gateway answered the page load with %q (the pod was Ready before its app listened); reloading, as the page says", what, text)
+			t.Logf("GAP: waiting for %s, the gateway answered the page load with %q (Ready before the gateway could reach its app); reloading, as the page says", what, text)
 			_ = chromedp.Do(ctx, chromedp.Reload())
 			continue
 		}
