@@ -113,7 +113,7 @@ test-race: control-plane ## The gateway, controller and pure packages' tests und
 # need root. hack/build-node.sh installs Debian's containerd, runc, CNI
 # plugins, nftables, iptables, ipset and conntrack when missing.
 .PHONY: test-node
-test-node: control-plane ## Real-node tests (Linux, root): a real kubelet, containerd, kube-proxy, kube-router and CoreDNS beside the control plane; NetworkPolicy enforced between students' pods; the chart installed with the real helm as the README says; the samples' apps (local builds from Debian's packages) Ready with their claims kept; userland dev --real-node; teardown after a kill -9. First run builds the node's parts and the apps' images.
+test-node: control-plane ## Real-node tests (Linux, root): a real kubelet, containerd, kube-proxy, kube-router and CoreDNS beside the control plane; NetworkPolicy enforced between students' pods; the chart installed with the real helm as the README says; the samples' apps (local builds from Debian's packages) Ready with their claims kept; userland dev --real-node; wake, idle stop and a rollout timed beside kwok; teardown after a kill -9. First run builds the node's parts and the apps' images.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) USERLAND_NODE_DIR=$$(hack/build-node.sh | tail -1) \
 		USERLAND_APP_IMAGES=$$(hack/build-app-images.sh | tail -1) \
 		go test -tags realnode -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v $(TEST_FLAGS) ./internal/realnode/
