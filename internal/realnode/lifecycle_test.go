@@ -24,6 +24,7 @@ import (
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/envtiming"
+	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testobj"
 )
@@ -124,6 +125,12 @@ func runLifecycle(t *testing.T, opts devenv.Options, answer func(name, label str
 	t.Cleanup(func() {
 		if err := stack.Stop(); err != nil {
 			t.Errorf("stopping the dev stack: %v", err)
+		}
+		if opts.RealNode == nil {
+			return
+		}
+		if left := realnode.Leftovers(realnode.DefaultStateDir); len(left) > 0 {
+			t.Errorf("left after the dev stack stopped:\n  %s", strings.Join(left, "\n  "))
 		}
 	})
 	t.Logf("TIMING dev stack up in %s (simulated pods: %v)", time.Since(start).Round(10*time.Millisecond), stack.Simulated)
