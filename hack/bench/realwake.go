@@ -284,5 +284,8 @@ func devController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnab
 		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
 		BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
 		FirstStatusWindow: controller.DefaultFirstStatusWindow,
+		// One process runs a dev stack on kwok, then one on a real node:
+		// each builds its own manager.
+		AllowRestart: true,
 	})
 }

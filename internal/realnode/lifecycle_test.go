@@ -334,6 +334,9 @@ func devController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnab
 		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
 		BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
 		FirstStatusWindow: controller.DefaultFirstStatusWindow,
+		// The test runs a dev stack on kwok, then one on a real node, in
+		// one process: each builds its own manager.
+		AllowRestart: true,
 	})
 }
 
