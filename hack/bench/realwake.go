@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -276,9 +277,18 @@ func wakeApp(ctx context.Context, stack *devenv.Stack, listen string, key types.
 	return w, nil
 }
 
+// stacks numbers the dev stacks this process started.
+var stacks atomic.Int32
+
 // devController is the controller `userland dev` runs (cmd/userland's
 // newDevController).
 func devController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
+	if s.Webhooks != nil {
+		// Each stack's certificate rotator is a controller of its own.
+		w := *s.Webhooks
+		w.RotatorName = fmt.Sprintf("cert-rotator-%d", stacks.Add(1))
+		s.Webhooks = &w
+	}
 	return controller.NewManager(cfg, controller.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
 		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,

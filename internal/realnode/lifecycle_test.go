@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,9 +327,18 @@ func waitPhase(ctx context.Context, t *testing.T, c client.Client, key types.Nam
 	}
 }
 
+// stacks numbers the dev stacks this process started.
+var stacks atomic.Int32
+
 // devController is the controller dev mode runs, as cmd/userland's
 // newDevController builds it.
 func devController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
+	if s.Webhooks != nil {
+		// Each stack's certificate rotator is a controller of its own.
+		w := *s.Webhooks
+		w.RotatorName = fmt.Sprintf("cert-rotator-%d", stacks.Add(1))
+		s.Webhooks = &w
+	}
 	return controller.NewManager(cfg, controller.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
 		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
