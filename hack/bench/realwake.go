@@ -181,8 +181,8 @@ func wakeApps(ctx context.Context, dir, name string, opts devenv.Options, answer
 			w.Err = err.Error()
 			logf("real-node wake: %s: %s: FAILED: %v", name, a.template, err)
 		} else {
-			logf("real-node wake: %s: %s: stopped in %s; woken, first byte after %s (%d requests: %s), pod created → Ready %s",
-				name, a.template, ms(w.Stop), ms(w.Wake.FirstByte), w.Wake.Attempts, w.Wake.Summary(), w.Pod)
+			logf("real-node wake: %s: %s: stopped in %s; woken, first byte after %s (%s), pod created → Ready %s",
+				name, a.template, secs(w.Stop), secs(w.Wake.FirstByte), w.Wake.Requests(), w.Pod)
 		}
 		out[a.template] = w
 	}

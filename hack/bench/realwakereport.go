@@ -29,11 +29,7 @@ func wakeCell(w appWake) string {
 	if w.Err != "" {
 		return "**FAILED: " + w.Err + "**"
 	}
-	requests := "1 request"
-	if w.Wake.Attempts != 1 {
-		requests = fmt.Sprintf("%d requests", w.Wake.Attempts)
-	}
-	return fmt.Sprintf("%s (%s; pod created → Ready %s)", secs(w.Wake.FirstByte), requests, w.Pod)
+	return fmt.Sprintf("%s (%s; pod created → Ready %s)", secs(w.Wake.FirstByte), w.Wake.Requests(), w.Pod)
 }
 
 // realWakeSection explains the rows and gives each side's detail.
@@ -50,21 +46,17 @@ func realWakeSection(p func(string, ...any), rw *realWakeResult) {
 		p("**Not run on a real node: %s.** Only kwok's side was measured.", rw.NotRun)
 		p("")
 	}
-	p("| app | real node: idle stop | real node: stopped → first byte | real node: answers before | kwok: idle stop | kwok: stopped → first byte |")
-	p("|---|---|---|---|---|---|")
+	p("| app | real node: idle stop | real node: stopped → first byte | kwok: idle stop | kwok: stopped → first byte |")
+	p("|---|---|---|---|---|")
 	for _, a := range realApps {
 		r, k := rw.Real[a.template], rw.Kwok[a.template]
-		real, before := "not run", "—"
-		stop := "not run"
+		real, stop := "not run", "not run"
 		if rw.NotRun == "" {
-			real, stop, before = wakeCell(r), secs(r.Stop), r.Wake.Summary()
+			real, stop = wakeCell(r), secs(r.Stop)
 			if r.Err != "" {
 				stop = "—"
 			}
-			if before == "" {
-				before = "none"
-			}
 		}
-		p("| %s (%s) | %s | %s | %s | %s | %s |", a.template, a.path, stop, real, before, secs(k.Stop), wakeCell(k))
+		p("| %s (%s) | %s | %s | %s | %s |", a.template, a.path, stop, real, secs(k.Stop), wakeCell(k))
 	}
 }

@@ -74,3 +74,20 @@ func TestSummary(t *testing.T) {
 		})
 	}
 }
+
+func TestRequests(t *testing.T) {
+	tests := map[string]struct {
+		in   Answer
+		want string
+	}{
+		"first":      {Answer{Attempts: 1}, "1 request"},
+		"after 502s": {Answer{Attempts: 4, Others: []string{"HTTP 502", "HTTP 502", "HTTP 502"}}, "4 requests, after HTTP 502 ×3"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.in.Requests()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

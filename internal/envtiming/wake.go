@@ -144,3 +144,15 @@ func summary(others []string) string {
 
 // Summary is Others counted: "HTTP 502 ×12, HTTP 503".
 func (a Answer) Summary() string { return summary(a.Others) }
+
+// Requests says how many requests it took and what came before:
+// "1 request" or "4 requests, after HTTP 502 ×3".
+func (a Answer) Requests() string {
+	if a.Attempts == 1 {
+		return "1 request"
+	}
+	if len(a.Others) == 0 {
+		return fmt.Sprintf("%d requests", a.Attempts)
+	}
+	return fmt.Sprintf("%d requests, after %s", a.Attempts, a.Summary())
+}

@@ -100,8 +100,8 @@ func TestLifecycleRealNodeVsKwok(t *testing.T) {
 		t.Logf("TIMING lifecycle: %s idle stop (clocks moved back → Stopped, Deployment at 0, pod gone): real node %s vs kwok %s",
 			label, ms(real.stops[label]), ms(kwok.stops[label]))
 		rw, kw := real.wakes[label], kwok.wakes[label]
-		t.Logf("TIMING lifecycle: %s wake (request → first byte of the app's own answer, through the gateway): real node %s (%d requests; pod created → Ready %s) vs kwok %s (%d requests; pod created → Ready %s)",
-			label, ms(rw.FirstByte), rw.Attempts, real.podStarts[label], ms(kw.FirstByte), kw.Attempts, kwok.podStarts[label])
+		t.Logf("TIMING lifecycle: %s wake (request → first byte of the app's own answer, through the gateway): real node %s (%s; pod created → Ready %s) vs kwok %s (%s; pod created → Ready %s)",
+			label, ms(rw.FirstByte), rw.Requests(), real.podStarts[label], ms(kw.FirstByte), kw.Requests(), kwok.podStarts[label])
 	}
 	t.Logf("TIMING lifecycle: rollout of a template change to %d environments, maxUnavailable %d: real node %s (at most %d restarting at once) vs kwok %s (at most %d at once)",
 		rolloutSize, rolloutMax, ms(real.rollout.Took), real.rollout.MostUnavailable, ms(kwok.rollout.Took), kwok.rollout.MostUnavailable)
@@ -237,7 +237,7 @@ func wakeOnce(ctx context.Context, t *testing.T, c client.Client, hc *http.Clien
 	if err != nil {
 		t.Fatalf("%s: opening it through the gateway: %v", target.label, err)
 	}
-	t.Logf("%s: opened %s through the gateway after %d requests (%s): %.100q", target.label, u, opened.Attempts, opened.Summary(), opened.Body)
+	t.Logf("%s: opened %s through the gateway (%s): %.100q", target.label, u, opened.Requests(), opened.Body)
 	if err := envtiming.ActivityWritten(ctx, c, key, openedAt, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +283,8 @@ func wakeOnce(ctx context.Context, t *testing.T, c client.Client, hc *http.Clien
 		podStart = d.String()
 	}
 	run.podStarts[target.label] = podStart
-	t.Logf("%s: woken: first byte of the app's answer %s after the request, %d requests (%s); new pod %s created → Ready %s: %.100q",
-		target.label, ms(woke.FirstByte), woke.Attempts, woke.Summary(), after.Name, podStart, woke.Body)
+	t.Logf("%s: woken: first byte of the app's answer %s after the request (%s); new pod %s created → Ready %s: %.100q",
+		target.label, ms(woke.FirstByte), woke.Requests(), after.Name, podStart, woke.Body)
 }
 
 // keepOnlyAliceVSCode deletes the demo's environments other than alice's
