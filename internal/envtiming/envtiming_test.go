@@ -2,6 +2,7 @@ package envtiming
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -80,8 +81,10 @@ func TestRequests(t *testing.T) {
 		in   Answer
 		want string
 	}{
-		"first":      {Answer{Attempts: 1}, "1 request"},
-		"after 502s": {Answer{Attempts: 4, Others: []string{"HTTP 502", "HTTP 502", "HTTP 502"}}, "4 requests, after HTTP 502 ×3"},
+		"first": {Answer{Attempts: 1}, "1 request"},
+		"after 502s": {Answer{Attempts: 4, Others: []string{"HTTP 502", "HTTP 502", "HTTP 502"},
+			Took: []time.Duration{time.Minute, time.Millisecond, time.Millisecond, 2 * time.Millisecond}},
+			"4 requests, after HTTP 502 ×3; each took 1m0s, 1ms, 1ms, 2ms"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -59,6 +59,10 @@ type Answer struct {
 	// Others are the other answers, in order, each "HTTP <code>" or the
 	// error.
 	Others []string
+	// Took is how long each request took to its answer (or error), in
+	// order: a request the gateway held, or one stuck on a dead
+	// connection, shows here.
+	Took []time.Duration
 }
 
 // Open loads u as a browser's page load does, following the gateway's
@@ -85,8 +89,10 @@ func get(ctx context.Context, c *http.Client, u, want, accept string, timeout ti
 		var first time.Time
 		trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { first = time.Now() }}
 		rctx, cancel := context.WithDeadline(httptrace.WithClientTrace(ctx, trace), deadline)
+		sent := time.Now()
 		code, body, err := fetch(rctx, c, u, accept)
 		cancel()
+		a.Took = append(a.Took, time.Since(sent))
 		switch {
 		case err != nil:
 			a.Others = append(a.Others, err.Error())
@@ -154,5 +160,9 @@ func (a Answer) Requests() string {
 	if len(a.Others) == 0 {
 		return fmt.Sprintf("%d requests", a.Attempts)
 	}
-	return fmt.Sprintf("%d requests, after %s", a.Attempts, a.Summary())
+	took := make([]string, len(a.Took))
+	for i, d := range a.Took {
+		took[i] = d.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%d requests, after %s; each took %s", a.Attempts, a.Summary(), strings.Join(took, ", "))
 }
