@@ -113,7 +113,7 @@ test-race: control-plane ## The gateway, controller and pure packages' tests und
 # need root. hack/build-node.sh installs Debian's containerd, runc, CNI
 # plugins, nftables, iptables, ipset and conntrack when missing.
 .PHONY: test-node
-test-node: control-plane ## Real-node tests (Linux, root): a real kubelet, containerd, kube-proxy, kube-router and CoreDNS beside the control plane; NetworkPolicy enforced between students' pods; the chart installed with the real helm as the README says; the samples' apps (local builds from Debian's packages) Ready with their claims kept; each real app used in Chromium through the in-cluster gateway, idle-stopped and woken; userland dev --real-node; teardown after a kill -9. First run builds the node's parts and the apps' images.
+test-node: control-plane ## Real-node tests (Linux, root): a real kubelet, containerd, kube-proxy, kube-router and CoreDNS beside the control plane; NetworkPolicy enforced between students' pods; the chart installed with the real helm as the README says; the samples' apps (local builds from Debian's packages) Ready with their claims kept; each real app used in Chromium through the in-cluster gateway, idle-stopped and woken; userland dev --real-node; wake, idle stop and a rollout timed beside kwok; teardown after a kill -9. First run builds the node's parts and the apps' images.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) USERLAND_NODE_DIR=$$(hack/build-node.sh | tail -1) \
 		USERLAND_APP_IMAGES=$$(hack/build-app-images.sh | tail -1) \
 		go test -tags realnode -count=1 -p 1 -timeout $(TEST_TIMEOUT) -v $(TEST_FLAGS) ./internal/realnode/
@@ -123,20 +123,25 @@ fuzz: ## Run every fuzz target (route parsing, naming, header filters, WebSocket
 	FUZZTIME=$(or $(FUZZTIME),60s) hack/fuzz.sh
 
 .PHONY: bench
-bench: build control-plane ## Run the benchmarks (about 38 minutes on 2 cores: 24 before the class start, which took 14) and write docs/benchmarks.md.
+bench: build control-plane ## Run the benchmarks (about 38 minutes on 2 cores: 24 before the class start, which took 14) and write docs/benchmarks.md. On Linux as root it also times each real app's wake on a real node beside kwok (the parts as make test-node builds them); elsewhere those rows say why not. BENCH_FLAGS=-only-real-wake runs just that and prints its rows.
+	if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ]; then \
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/nodeimage ./hack/nodeimage && $(BIN)/nodeimage pack $(BIN)/node-images; \
+		node=$$(hack/build-node.sh | tail -1); apps=$$(hack/build-app-images.sh | tail -1); \
+		export USERLAND_NODE_DIR=$$node USERLAND_APP_IMAGES=$$apps USERLAND_REALNODE_IMAGES=$(BIN)/node-images; \
+	fi; \
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench $(BENCH_FLAGS)
 
 .PHONY: bench-class
 bench-class: build control-plane ## Only the class-start scenario, under each client limit set (14 minutes measured here); writes docs/benchmarks-class-start.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -out docs/benchmarks-class-start.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -out docs/benchmarks-class-start.md $(BENCH_FLAGS)
 
 .PHONY: bench-course
 bench-course: build control-plane ## Only a 500-student course provisioned beside 500 plain Userlands; writes docs/benchmarks-course.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -class-students 0 -out docs/benchmarks-course.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -out docs/benchmarks-course.md $(BENCH_FLAGS)
 
 .PHONY: bench-pages
 bench-pages: build control-plane ## Only the admin page at 10000 Userlands and a 2000-student course page, timed through the gateway, and a 2000-row roster import; writes docs/benchmarks-pages.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -class-students 0 -course-students 0 -pages 10000 -out docs/benchmarks-pages.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -course-students 0 -pages 10000 -out docs/benchmarks-pages.md $(BENCH_FLAGS)
 
 .PHONY: bench-10k
 bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (as 50 courses), each on a fresh cluster: controller and gateway RSS, time to all Ready, steady writes, a rollout to all (about an hour here); writes docs/benchmarks-10000.md.
@@ -144,7 +149,7 @@ bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (
 
 .PHONY: bench-large
 bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -out docs/benchmarks-5000.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -real-wake=false -out docs/benchmarks-5000.md $(BENCH_FLAGS)
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.

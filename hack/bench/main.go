@@ -55,6 +55,10 @@ type options struct {
 	// in each of largeNamespaces layouts; it runs alone.
 	large           int
 	largeNamespaces []int
+	// realWake times each real app's wake on a real node beside kwok;
+	// onlyRealWake runs nothing else and prints its rows instead of
+	// writing the report.
+	realWake, onlyRealWake bool
 }
 
 func parseInts(s string) ([]int, error) {
@@ -103,6 +107,8 @@ func main() {
 	flag.IntVar(&o.large, "large", 0, "Userlands of the large scenario, run alone on clusters of its own (0: none; make bench-10k runs 10000)")
 	flag.StringVar(&largeNS, "large-namespaces", "1,50", "the large scenario's layouts: namespaces the Userlands are spread over, comma-separated")
 	flag.IntVar(&o.pagesStudents, "pages-students", 2000, "of them, students of the one course whose page is timed")
+	flag.BoolVar(&o.realWake, "real-wake", true, "time each real app's wake (stopped → first byte) on a real node beside kwok: Linux and root, with "+nodeDirEnv+", "+appImagesEnv+" and "+nodeImagesEnv+" set (make bench sets them); the report says why where it cannot run")
+	flag.BoolVar(&o.onlyRealWake, "only-real-wake", false, "run only the real-node wake and print its rows (make bench BENCH_FLAGS=-only-real-wake); writes no report")
 	var limits string
 	flag.IntVar(&o.courseStudents, "course-students", 500, "students of the course provisioned beside as many plain Userlands (0: none)")
 	flag.IntVar(&o.class.Students, "class-students", 500, "students in the class-start scenario (0: none)")
@@ -191,6 +197,9 @@ func run(o options) error {
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
 		return err
+	}
+	if o.onlyRealWake {
+		return onlyRealWake(ctx, dir)
 	}
 	if o.large > 0 {
 		large, err := benchLarge(ctx, o, dir, bin)
@@ -395,7 +404,35 @@ func run(o options) error {
 			return err
 		}
 	}
-	return writeReport(o, results, gw, class, crs, pages)
+	var rw *realWakeResult
+	if o.realWake {
+		// Its own stacks, with the controller of this run stopped.
+		ctrlProc.stop()
+		rw = benchRealWake(ctx, dir)
+	}
+	if err := writeReport(o, results, gw, class, crs, pages, rw); err != nil {
+		return err
+	}
+	if rw != nil {
+		if err := rw.failed(); err != nil {
+			return fmt.Errorf("the real-node wake failed (the report says where): %w", err)
+		}
+	}
+	return nil
+}
+
+// onlyRealWake is -only-real-wake: the real-node wake's rows, printed.
+func onlyRealWake(ctx context.Context, dir string) error {
+	rw := benchRealWake(ctx, dir)
+	p := func(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+	p("| area | target | measured | baseline (same run) | ratio | verdict |")
+	p("|---|---|---|---|---|---|")
+	realWakeTargets(p, rw)
+	realWakeSection(p, rw)
+	if rw.NotRun != "" {
+		return fmt.Errorf("the real-node wake was NOT RUN: %s", rw.NotRun)
+	}
+	return rw.failed()
 }
 
 func waitHTTP(u string) error {

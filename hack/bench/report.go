@@ -27,7 +27,7 @@ var routedHow = map[string]string{targetPath: "path routing", targetSubdomain: "
 // eighth of the chart's 512 MiB limit.
 const slowGrowthTargetKiB = 64 << 10
 
-func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult, crs *courseResult, pages *pagesResult) error {
+func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult, crs *courseResult, pages *pagesResult, rw *realWakeResult) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("# Benchmarks")
@@ -112,6 +112,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 			p("| wake-on-request latency minus the pod's own time to Ready (median of %d) | no target set | %s (request %s, pod %s) | — | — | — |", len(gw.Wakes), ms(m.Overhead()), ms(m.Request), ms(m.Pod))
 		}
 	}
+	realWakeTargets(p, rw)
 	classTargets(p, class)
 	pagesTargets(p, pages)
 	p("")
@@ -227,6 +228,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 			p("| %d | %s | %s | %s |", i+1, ms(w.Request), ms(w.Pod), ms(w.Overhead()))
 		}
 	}
+	realWakeSection(p, rw)
 	if crs != nil {
 		courseSection(p, crs)
 	}
@@ -276,6 +278,9 @@ func notMeasured(o options) []string {
 	}
 	if o.class.Students == 0 {
 		out = append(out, "The class-start scenario (`-class-students 500`).")
+	}
+	if !o.realWake {
+		out = append(out, "Each real app's wake on a real node beside kwok (run without `-real-wake=false`).")
 	}
 	if !o.gateway {
 		out = append(out, "The gateway: throughput, latency, held WebSockets and wake latency (run without `-gateway=false`).")

@@ -91,6 +91,10 @@ type RealNodeOptions struct {
 	// machine that cannot pull the public ones. The samples themselves
 	// are not changed.
 	ImageOverrides map[string]string
+	// LockWait is how long to wait while another real node runs on this
+	// machine (there can be one at a time); zero fails at once, as
+	// `userland dev --real-node` should. Tests and the bench queue.
+	LockWait time.Duration
 }
 
 // ControllerSettings are what dev mode decides for the controller it runs.

@@ -29,6 +29,7 @@ func (s *Stack) startRealNode(ctx context.Context, controlPlaneDir, crdDir strin
 		CRDDirectoryPaths: []string{crdDir},
 		Images:            s.opts.RealNode.Images,
 		Logf:              s.logf,
+		LockWait:          s.opts.RealNode.LockWait,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the real node: %w", err)

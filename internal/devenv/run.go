@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -91,6 +92,9 @@ func (s *Stack) run(ctx context.Context) error {
 		WakeTimeout: time.Minute, ActivityInterval: 30 * time.Second, Resolver: resolver, Dial: dial,
 		PublicURL: s.URL, BaseDomain: EnvironmentDomain,
 		Limits: gateway.Limits{WebSocketsPerUser: 64, WaitingPerUser: 32},
+		// Dev mode serves no metrics; a registry of its own lets one
+		// process start a stack after another (tests, the bench).
+		Registry: prometheus.NewRegistry(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the gateway: %w", err)

@@ -13,14 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/simcluster"
@@ -46,16 +43,8 @@ func TestDevOnRealNode(t *testing.T) {
 	start := time.Now()
 	stack, err := devenv.Start(ctx, devenv.Options{
 		StateDir: t.TempDir(), Listen: listen, Log: testWriter{t}, ControlPlaneDir: opts.ControlPlaneDir,
-		NewController: func(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
-			// As cmd/userland's newDevController.
-			return controller.NewManager(cfg, controller.Options{
-				MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
-				GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
-				BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
-				FirstStatusWindow: controller.DefaultFirstStatusWindow,
-			})
-		},
-		RealNode: &devenv.RealNodeOptions{NodeBinariesDir: opts.NodeBinariesDir, Images: opts.Images},
+		NewController: devController,
+		RealNode:      &devenv.RealNodeOptions{NodeBinariesDir: opts.NodeBinariesDir, Images: opts.Images},
 	})
 	if err != nil {
 		t.Fatalf("userland dev --real-node: %v", err)

@@ -49,6 +49,12 @@ type Options struct {
 	// In a cluster the Secret is mounted there by the kubelet; out of a
 	// cluster (`userland dev`, tests) nothing else would put it there.
 	WriteCertsToDir bool
+	// RotatorName names the certificate rotator's controller; empty:
+	// cert-controller's "cert-rotator". Controller names must be unique in
+	// a process, so a process that builds a second manager serving
+	// webhooks (a test or the bench running one dev stack after another)
+	// gives each its own.
+	RotatorName string
 }
 
 // NewServer is the webhook server for w; with nil, a default server that
@@ -119,6 +125,7 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 		// certificate; the Secret is shared and written with conflicts
 		// detected.
 		RequireLeaderElection: false,
+		ControllerName:        w.RotatorName,
 	})
 	if err != nil {
 		return fmt.Errorf("setting up webhook certificate rotation: %w", err)
