@@ -71,14 +71,22 @@ func TestTeardownAfterCrash(t *testing.T) {
 	t.Logf("TIMING child run: node and pod up in %s", time.Since(start).Round(10*time.Millisecond))
 
 	// A second node cannot start beside it (the names are the machine's),
-	// and trying does not tear the running one down.
-	if second, err := realnode.Start(context.Background(), opts); err == nil {
-		_ = second.Stop()
-		t.Fatal("a second node started while the child's ran")
-	} else if !strings.Contains(err.Error(), "another real node runs") {
-		t.Fatalf("a second Start: %v, want: another real node runs", err)
-	} else {
-		t.Logf("a second Start while the child's node runs: %v", err)
+	// and trying does not tear the running one down: at once without a
+	// wait, and after its wait with one.
+	for _, wait := range []time.Duration{0, 2 * time.Second} {
+		second := opts
+		second.LockWait = wait
+		asked := time.Now()
+		if n, err := realnode.Start(context.Background(), second); err == nil {
+			_ = n.Stop()
+			t.Fatalf("a second node (lock wait %s) started while the child's ran", wait)
+		} else if !strings.Contains(err.Error(), "another real node runs") {
+			t.Fatalf("a second Start (lock wait %s): %v, want: another real node runs", wait, err)
+		} else if took := time.Since(asked); took < wait || took > wait+time.Minute {
+			t.Fatalf("a second Start with lock wait %s gave up after %s", wait, took)
+		} else {
+			t.Logf("a second Start (lock wait %s) while the child's node runs, refused after %s: %v", wait, took.Round(10*time.Millisecond), err)
+		}
 	}
 	if _, err := os.Stat(realnode.DefaultStateDir + "/ns/mnt"); err != nil {
 		t.Fatalf("the child's node was touched by the refused Start: %v", err)
