@@ -100,7 +100,9 @@ records activity. Every flag can also be set with an environment variable:
 	f.IntVar(&opts.Limits.WaitingPerUser, "max-waiting-per-user", 32, "requests one user may have held on a replica while environments start; beyond it 429 with Retry-After; 0 means no cap")
 	f.StringVar(&opts.TrustedProxySecretFile, "trusted-proxy-secret-file", "", "header mode: file holding a secret (16+ characters) the trusted proxy must send, so an address in --trusted-proxies alone is not enough")
 	f.StringVar(&opts.TrustedProxySecretHeader, "trusted-proxy-secret-header", "X-Userland-Proxy-Secret", "header mode: the header carrying --trusted-proxy-secret-file's secret (never forwarded to environments)")
-	f.StringVar(&opts.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain used to reach environments' Services")
+	// Kept so that existing installations' arguments still parse.
+	f.String("cluster-domain", "cluster.local", "unused: environments are reached at their EndpointSlices' addresses")
+	_ = f.MarkDeprecated("cluster-domain", "environments are reached at their EndpointSlices' addresses, not by cluster DNS")
 	f.DurationVar(&opts.WakeTimeout, "wake-timeout", time.Minute, "how long XHR and WebSocket requests are held while an environment starts, before 503")
 	f.DurationVar(&opts.ActivityInterval, "activity-interval", time.Minute, "the most often one environment's activity is written to the API server")
 	f.StringVar(&opts.ClusterTemplateNamespace, "cluster-template-namespace", "", "namespace for Userlands auto-provisioned from ClusterTemplates; empty: ClusterTemplates do not auto-provision")

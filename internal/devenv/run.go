@@ -88,7 +88,7 @@ func (s *Stack) run(ctx context.Context) error {
 	gwMgr, err := gateway.NewManager(s.Config, gateway.Options{
 		Listen: s.opts.Listen, MetricsAddr: "0", AuthMode: "static",
 		StaticUsersFile: stateFiles.users, SessionKeysFile: stateFiles.keys, SessionTTL: 12 * time.Hour,
-		InsecureCookies: true, AdminGroups: []string{AdminGroup}, ClusterDomain: "cluster.local",
+		InsecureCookies: true, AdminGroups: []string{AdminGroup},
 		WakeTimeout: time.Minute, ActivityInterval: 30 * time.Second, Resolver: resolver, Dial: dial,
 		PublicURL: s.URL, BaseDomain: EnvironmentDomain,
 		Limits: gateway.Limits{WebSocketsPerUser: 64, WaitingPerUser: 32},

@@ -25,7 +25,7 @@ import (
 // Deps are what a gateway reads and writes through.
 type Deps struct {
 	// Reader is the informer cache the request path reads (indexed with
-	// IndexHosts).
+	// AddIndexes).
 	Reader client.Reader
 	// Writer writes activity, wakes, actions and auto-provisioned Userlands.
 	Writer client.Client
@@ -95,7 +95,7 @@ func NewServer(opts Options, deps Deps) (*Server, error) {
 		RBACNames:   opts.RBACNames(),
 	}
 	if srv.Resolver == nil {
-		srv.Resolver = proxy.ClusterDNS{Domain: opts.ClusterDomain}
+		srv.Resolver = EndpointSliceResolver{Reader: deps.Reader, Wait: proxy.StartupDialBudget}
 	}
 	switch opts.AuthMode {
 	case "static":

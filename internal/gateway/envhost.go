@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"net/http"
 	"net/url"
 	"strings"
@@ -33,11 +34,15 @@ const (
 // (naming.HostLabel), through which an environment host finds its Userland.
 const HostIndex = "userland.dev/host-label"
 
-// IndexHosts adds HostIndex to a cache; call it before the cache starts.
-func IndexHosts(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &v1alpha1.Userland{}, HostIndex, func(o client.Object) []string {
+// AddIndexes adds the gateway's cache indexes, HostIndex and
+// ServiceIndex; call it before the cache starts.
+func AddIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &v1alpha1.Userland{}, HostIndex, func(o client.Object) []string {
 		return []string{naming.HostLabel(o.GetNamespace(), o.GetName())}
-	})
+	}); err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &discoveryv1.EndpointSlice{}, ServiceIndex, serviceOfSlice)
 }
 
 // userlandForLabel finds the Userland a host label names. A readable label

@@ -208,10 +208,10 @@ func setupWith(t *testing.T, options func(*gateway.Options), mutate func(*gatewa
 	cctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go func() { _ = c.Start(cctx) }()
-	if err := gateway.IndexHosts(ctx, c); err != nil {
+	if err := gateway.AddIndexes(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &v1alpha1.Course{}, &corev1.Namespace{}} {
+	for _, o := range gateway.Watched() {
 		if _, err := c.GetInformer(ctx, o); err != nil {
 			t.Fatal(err)
 		}

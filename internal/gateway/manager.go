@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -60,8 +58,6 @@ type Options struct {
 	// TrustedProxySecretFile holds a secret the trusted proxy must send in
 	// TrustedProxySecretHeader (header mode).
 	TrustedProxySecretFile, TrustedProxySecretHeader string
-	// ClusterDomain is used to reach Services.
-	ClusterDomain string
 	// WakeTimeout bounds held requests while an environment starts.
 	WakeTimeout time.Duration
 	// ActivityInterval is the most often activity is written per
@@ -156,7 +152,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := IndexHosts(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := AddIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("indexing environment hosts: %w", err)
 	}
 	srv, err := NewServer(opts, Deps{Reader: mgr.GetCache(), Writer: mgr.GetClient(), Events: mgr.GetAPIReader(), Registry: registry})
@@ -164,7 +160,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	// Informers for what the request path reads.
-	for _, obj := range []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &v1alpha1.Course{}, &corev1.Namespace{}} {
+	for _, obj := range Watched() {
 		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
 			return nil, fmt.Errorf("watching %T: %w", obj, err)
 		}

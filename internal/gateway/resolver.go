@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"sync"
 )
@@ -25,7 +26,7 @@ func (s *StaticResolver) Set(namespace, name, addr string) {
 }
 
 // Resolve returns the address for an environment.
-func (s *StaticResolver) Resolve(namespace, name string, _ int32) (string, error) {
+func (s *StaticResolver) Resolve(_ context.Context, namespace, name string, _ int32) (string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if addr, ok := s.byName[namespace+"/"+name]; ok {

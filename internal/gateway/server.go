@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -117,7 +120,18 @@ func CacheOptions() cache.Options {
 		// changes a DeepCopy, and actions build new objects to patch
 		// (TestSignInAndActionsLeaveTheCacheAlone runs it all under -race).
 		DefaultUnsafeDisableDeepCopy: ptr.To(true),
+		ByObject: map[client.Object]cache.ByObject{
+			// Only environments' slices: the Services the controller
+			// labels, whose labels their slices copy.
+			&discoveryv1.EndpointSlice{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})},
+		},
 	}
+}
+
+// Watched are the kinds the request path reads from the cache; the
+// manager starts their informers before it serves.
+func Watched() []client.Object {
+	return []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &v1alpha1.Course{}, &corev1.Namespace{}, &discoveryv1.EndpointSlice{}}
 }
 
 // harden applies the options that keep other credentials from
@@ -250,7 +264,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 	// Once it serves, a wake is no longer in flight: should it stop again,
 	// the next request wakes it again at once.
 	s.forgetWake(key)
-	upstream, err := s.Resolver.Resolve(ul.Namespace, ul.Name, spec.HTTP.Port)
+	upstream, err := s.Resolver.Resolve(r.Context(), ul.Namespace, ul.Name, spec.HTTP.Port)
 	if err != nil {
 		pages.Error(w, r, http.StatusBadGateway, "environment address unknown")
 		return

@@ -93,7 +93,7 @@ func TestDexSignInOnEnvironmentHostsAcrossReplicasAndKeyRotation(t *testing.T) {
 			OIDC: auth.OIDCConfig{Issuer: dex.Issuer, ClientID: dex.ClientID, RedirectURL: mainURL + "/oauth2/callback",
 				Scopes: []string{"openid", "email", "profile"}, UserClaim: "email"},
 			OIDCClientSecretFile: secretFile, SessionKeysFile: keyFile, SessionTTL: time.Hour, InsecureCookies: true,
-			PublicURL: mainURL, BaseDomain: devenv.EnvironmentDomain, ClusterDomain: "cluster.local",
+			PublicURL: mainURL, BaseDomain: devenv.EnvironmentDomain,
 			WakeTimeout: time.Minute, ActivityInterval: time.Minute, Resolver: stack.DemoApps(),
 			Limits: gateway.Limits{WebSocketsPerUser: 64, WaitingPerUser: 32}, Registry: prometheus.NewRegistry(),
 		})

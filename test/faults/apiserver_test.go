@@ -36,7 +36,9 @@ import (
 // serve nothing.
 type echoResolver struct{ addr string }
 
-func (e echoResolver) Resolve(string, string, int32) (string, error) { return e.addr, nil }
+func (e echoResolver) Resolve(context.Context, string, string, int32) (string, error) {
+	return e.addr, nil
+}
 
 // startGateway runs a gateway with static users alice, bob, carol and
 // dave (password "<name>-pw") and a session key of its own in this
@@ -90,7 +92,7 @@ func startReplica(t *testing.T, keys []string) (string, func()) {
 	}
 	mgr, err := gateway.NewManager(env.Config, gateway.Options{
 		Listen: addr, MetricsAddr: "0", AuthMode: "static", StaticUsersFile: usersFile,
-		SessionKeysFile: keysFile, SessionTTL: time.Hour, InsecureCookies: true, ClusterDomain: "cluster.local",
+		SessionKeysFile: keysFile, SessionTTL: time.Hour, InsecureCookies: true,
 		WakeTimeout: 2 * time.Minute, ActivityInterval: time.Second, Resolver: echoResolver{echoApp.addr},
 		Limits: gateway.Limits{WebSocketsPerUser: 16, WaitingPerUser: 8}, Registry: prometheus.NewRegistry(),
 	})

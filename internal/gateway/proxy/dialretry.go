@@ -22,6 +22,23 @@ import (
 // to listen: with the same template, another user's environment.
 const StartupDialBudget = 8 * time.Second
 
+// DialTimeout bounds one connection attempt to an environment. A pod that
+// is gone leaves an address nothing answers on: without a bound a dial
+// there waits for the kernel's SYN retries (over a minute) while the
+// person stares at a blank tab.
+const DialTimeout = 5 * time.Second
+
+// boundedDial gives every attempt of dial, including ones supplied from
+// outside (`userland dev --real-node` dials from inside the node), at most
+// timeout.
+func boundedDial(dial Dial, timeout time.Duration) Dial {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return dial(ctx, network, addr)
+	}
+}
+
 // retryingDial wraps dial so that a name not (yet) found is retried, with
 // backoff, for up to budget and while ctx lives. Other failures (a refused
 // connection, a timeout, no route) are returned at once: they are not the

@@ -78,3 +78,24 @@ func TestRetryingDialStopsWithTheRequest(t *testing.T) {
 		t.Errorf("dialled %d times after the request ended, want 1", dials)
 	}
 }
+
+// TestBoundedDialEndsAHangingDial: a dial that would wait for ever (an
+// address nothing answers on, through a supplied dial without a timeout
+// of its own) ends at the bound with the context's error.
+func TestBoundedDialEndsAHangingDial(t *testing.T) {
+	t.Parallel()
+	hanging := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	_, err := boundedDial(hanging, 200*time.Millisecond)(context.Background(), "tcp", "10.0.0.1:8080")
+	took := time.Since(start)
+	t.Logf("the hanging dial ended after %v", took)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the deadline's", err)
+	}
+	if took > 30*time.Second {
+		t.Errorf("took %v: the bound did not apply", took)
+	}
+}

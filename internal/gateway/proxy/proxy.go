@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,30 +28,10 @@ const (
 	HeaderPrefix = "X-Forwarded-Prefix"
 )
 
-// Resolver finds the address of an environment's Service.
+// Resolver finds the address of an environment's pod.
 type Resolver interface {
-	// Resolve returns host:port for the Userland's Service.
-	Resolve(namespace, name string, port int32) (string, error)
-}
-
-// ClusterDNS resolves Services by their cluster DNS name.
-type ClusterDNS struct {
-	// Domain is the cluster domain, "cluster.local" by default.
-	Domain string
-}
-
-// Resolve returns <name>.<namespace>.svc.<domain>.:<port>. The trailing
-// dot makes the name absolute: a pod's resolv.conf has ndots:5, so without
-// it the resolver would first try the name under each search domain, and
-// one of those (the node's own domain, say) could have a wildcard record
-// that sends a person's traffic somewhere else. It also saves those
-// lookups on every connection.
-func (c ClusterDNS) Resolve(namespace, name string, port int32) (string, error) {
-	domain := strings.TrimSuffix(c.Domain, ".")
-	if domain == "" {
-		domain = "cluster.local"
-	}
-	return net.JoinHostPort(name+"."+namespace+".svc."+domain+".", strconv.Itoa(int(port))), nil
+	// Resolve returns host:port of the Userland's serving pod.
+	Resolve(ctx context.Context, namespace, name string, port int32) (string, error)
 }
 
 // Request is one request to forward.
@@ -125,8 +104,9 @@ type Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 // node's network namespace, since the host has no route to them.
 func NewWithDial(extraIdentityHeaders []string, responseHeaderTimeout time.Duration, dial Dial) *Proxy {
 	if dial == nil {
-		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		dial = (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
+	dial = boundedDial(dial, DialTimeout)
 	dial = retryingDial(dial, StartupDialBudget, sleepCtx)
 	return &Proxy{
 		ExtraIdentityHeaders: extraIdentityHeaders,

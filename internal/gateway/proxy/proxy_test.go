@@ -174,25 +174,6 @@ func TestWebSocketsAreProxiedAndCountAsActivity(t *testing.T) {
 	}
 }
 
-// The Service's name is absolute (a trailing dot), so no search domain
-// of the gateway's resolv.conf is tried before it.
-func TestClusterDNS(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ domain, want string }{
-		{"", "taro.cs101.svc.cluster.local.:8080"},
-		{"cluster.local", "taro.cs101.svc.cluster.local.:8080"},
-		{"k8s.example.edu.", "taro.cs101.svc.k8s.example.edu.:8080"},
-	} {
-		got, err := ClusterDNS{Domain: tc.domain}.Resolve("cs101", "taro", 8080)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("domain %q (-want +got):\n%s", tc.domain, diff)
-		}
-	}
-}
-
 func TestLargeUploadsStreamThrough(t *testing.T) {
 	t.Parallel()
 	var received atomic.Int64

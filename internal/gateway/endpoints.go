@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// endpointSliceManagedBy is the value of discoveryv1.LabelManagedBy on the
+// slices Kubernetes' own EndpointSlice controller writes from a Service's
+// selector.
+const endpointSliceManagedBy = "endpointslice-controller.k8s.io"
+
+// ErrNoReadyEndpoint is returned when an environment's Service has no ready
+// pod address within the wait.
+var ErrNoReadyEndpoint = errors.New("no ready address for the environment")
+
+// EndpointSliceResolver finds an environment's pod address in its
+// Service's EndpointSlices, as the gateway's informer cache holds them.
+//
+// Why not the Service's cluster DNS name: the Service is headless, so the
+// name resolves to the pod's own address, and DNS caches answers (CoreDNS's
+// default Corefile keeps them 30 s). After a stop and a wake the name can
+// still give the old pod's address: the dial then hangs until its timeout
+// (seen on the real node as a 502 after a wake), and once the address is
+// given to another pod (another user's environment of the same template
+// listens on the same port) the person's request would reach that other
+// environment. The EndpointSlice controller marks an endpoint not ready
+// as soon as its pod starts terminating, and the watch brings that here
+// within milliseconds, so an address read here belongs to this
+// environment's pod.
+type EndpointSliceResolver struct {
+	Reader client.Reader
+	// Wait bounds how long Resolve waits for a ready address: a Userland
+	// turns Ready with its pod, and the slice follows a moment later.
+	Wait time.Duration
+	// Poll is how often the cache is read while waiting.
+	Poll time.Duration
+}
+
+// Resolve returns ip:port of a ready, not terminating pod behind the
+// Userland's Service, waiting up to Wait for one to appear.
+func (e EndpointSliceResolver) Resolve(ctx context.Context, namespace, name string, port int32) (string, error) {
+	poll := cmp.Or(e.Poll, 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, e.Wait)
+	defer cancel()
+	for {
+		addr, err := e.readyAddress(ctx, namespace, name)
+		if err != nil {
+			return "", err
+		}
+		if addr != "" {
+			return net.JoinHostPort(addr, strconv.Itoa(int(port))), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s/%s: %w", namespace, name, ErrNoReadyEndpoint)
+		case <-time.After(poll):
+		}
+	}
+}
+
+// ServiceIndex indexes the environments' EndpointSlices that Kubernetes'
+// EndpointSlice controller wrote by the Service they are for: a request
+// reads its environment's slices without scanning the namespace's.
+const ServiceIndex = "userland.dev/service"
+
+// serviceOfSlice is ServiceIndex's key: the Service's name, for slices of
+// the EndpointSlice controller only. Anyone else's slice naming the
+// Service (a mirror, a hand-written one) is not evidence of which pod is
+// the environment's.
+func serviceOfSlice(o client.Object) []string {
+	l := o.GetLabels()
+	if l[discoveryv1.LabelManagedBy] != endpointSliceManagedBy || l[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue || l[discoveryv1.LabelServiceName] == "" {
+		return nil
+	}
+	return []string{l[discoveryv1.LabelServiceName]}
+}
+
+// readyAddress reads the Service's slices once; "" when none is ready.
+func (e EndpointSliceResolver) readyAddress(ctx context.Context, namespace, name string) (string, error) {
+	var list discoveryv1.EndpointSliceList
+	if err := e.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{ServiceIndex: name}); err != nil {
+		return "", fmt.Errorf("listing endpoint slices of %s/%s: %w", namespace, name, err)
+	}
+	return ReadyAddress(list.Items, namespace), nil
+}
+
+// ReadyAddress picks the address of a ready, not terminating pod endpoint
+// of the slices, preferring IPv4, the lowest address first so that every
+// gateway replica picks the same one; "" when there is none. Only
+// endpoints whose target is a Pod of namespace count.
+func ReadyAddress(items []discoveryv1.EndpointSlice, namespace string) string {
+	var v4, v6 []string
+	for i := range items {
+		s := &items[i]
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if !endpointServes(ep, namespace) {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				if net.ParseIP(a) == nil {
+					continue
+				}
+				if s.AddressType == discoveryv1.AddressTypeIPv4 {
+					v4 = append(v4, a)
+				} else {
+					v6 = append(v6, a)
+				}
+			}
+		}
+	}
+	for _, found := range [][]string{v4, v6} {
+		if len(found) > 0 {
+			return slices.Min(found)
+		}
+	}
+	return ""
+}
+
+// endpointServes: ready (nil means ready, per the API), not terminating,
+// and a pod of the Service's own namespace.
+func endpointServes(ep discoveryv1.Endpoint, namespace string) bool {
+	c := ep.Conditions
+	if c.Ready != nil && !*c.Ready {
+		return false
+	}
+	if c.Terminating != nil && *c.Terminating {
+		return false
+	}
+	return ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" && ep.TargetRef.Namespace == namespace
+}

@@ -1,0 +1,216 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway"
+	"github.com/userland-dev/userland/internal/testenv"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+// TestEndpointSliceResolverFollowsThePod: the gateway, under its shipped
+// role and with its own cache settings, sends a person to the pod the
+// environment's Service selects, as Kubernetes' EndpointSlice controller
+// reports it: nothing while the environment is stopped (rather than a
+// stale address of its old pod), the new pod's address after the wake,
+// and never an address from a slice the EndpointSlice controller did not
+// write.
+func TestEndpointSliceResolverFollowsThePod(t *testing.T) {
+	t.Parallel()
+	startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	for _, o := range []client.Object{
+		testobj.MakeTemplate(ns, "web").Container("web").Obj(),
+		testobj.MakeUserland(ns, "alice", "alice", "web").Obj(),
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	gwConfig, err := env.ConfigBoundTo(ctx, "gateway-resolver", "userland-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := gateway.CacheOptions()
+	opts.Scheme = env.Scheme
+	c, err := cache.New(gwConfig, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	if err := gateway.AddIndexes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(cctx) }()
+	for _, o := range gateway.Watched() {
+		if _, err := c.GetInformer(ctx, o); err != nil {
+			t.Fatalf("the gateway's role cannot watch %T: %v", o, err)
+		}
+	}
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	resolver := gateway.EndpointSliceResolver{Reader: c, Wait: 30 * time.Second}
+
+	// A slice someone wrote by hand, naming the Service and carrying the
+	// controller's label, pointing elsewhere.
+	forged := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice-forged", Labels: map[string]string{
+			discoveryv1.LabelServiceName: "alice",
+			v1alpha1.LabelManagedBy:      v1alpha1.ManagedByValue,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{"10.0.0.1"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "elsewhere"},
+		}},
+	}
+	if err := env.Client.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+
+	podIP := func(user string) string {
+		t.Helper()
+		var ip string
+		env.Eventually(t, time.Minute, user+"'s pod has an address", func(ctx context.Context) (bool, error) {
+			var pods corev1.PodList
+			if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: user}); err != nil {
+				return false, err
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+					ip = p.Status.PodIP
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		return ip
+	}
+
+	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
+	first := podIP("alice")
+	start := time.Now()
+	got, err := resolver.Resolve(ctx, ns, "alice", 8080)
+	t.Logf("resolved the running environment in %v", time.Since(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first+":8080", got); diff != "" {
+		t.Errorf("running environment's address (-want +got):\n%s", diff)
+	}
+
+	setSuspend(t, ns, "alice", true)
+	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseStopped)
+	stopped := gateway.EndpointSliceResolver{Reader: c, Wait: time.Second}
+	env.Eventually(t, time.Minute, "the stopped environment has no address", func(ctx context.Context) (bool, error) {
+		got, err := stopped.Resolve(ctx, ns, "alice", 8080)
+		if err == nil {
+			t.Logf("still %s", got)
+			return false, nil
+		}
+		return errors.Is(err, gateway.ErrNoReadyEndpoint), err
+	})
+
+	// Bob's environment starts while alice's is stopped: the simulated
+	// cluster, like a real node's IPAM, may give bob the address alice's
+	// old pod had, which is what a stale DNS answer would send alice to.
+	if err := env.Client.Create(ctx, testobj.MakeUserland(ns, "bob", "bob", "web").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitPhase(t, ns, "bob", v1alpha1.PhaseReady)
+	bobs := podIP("bob")
+	setSuspend(t, ns, "alice", false)
+	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
+	second := podIP("alice")
+	start = time.Now()
+	got, err = resolver.Resolve(ctx, ns, "alice", 8080)
+	t.Logf("resolved the woken environment in %v (alice's old pod %s, bob's pod %s, alice's new pod %s)", time.Since(start), first, bobs, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(second+":8080", got); diff != "" {
+		t.Errorf("woken environment's address (-want +got):\n%s", diff)
+	}
+	if got == bobs+":8080" {
+		t.Errorf("alice was sent to bob's pod %s", got)
+	}
+}
+
+func setSuspend(t *testing.T, ns, name string, suspend bool) {
+	t.Helper()
+	ctx := context.Background()
+	var ul v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.Spec.Suspend = suspend
+	if err := env.Client.Patch(ctx, &ul, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadyAddress: which endpoint of an environment's slices a person is
+// sent to.
+func TestReadyAddress(t *testing.T) {
+	t.Parallel()
+	pod := func(ns string) *corev1.ObjectReference {
+		return &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "p"}
+	}
+	ep := func(addr string, ready, terminating *bool, ref *corev1.ObjectReference) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, TargetRef: ref,
+			Conditions: discoveryv1.EndpointConditions{Ready: ready, Terminating: terminating}}
+	}
+	slice := func(family discoveryv1.AddressType, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
+		return discoveryv1.EndpointSlice{AddressType: family, Endpoints: eps}
+	}
+	v4, v6, fqdn := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN
+	yes, no := ptr.To(true), ptr.To(false)
+	for name, tc := range map[string]struct {
+		slices []discoveryv1.EndpointSlice
+		want   string
+	}{
+		"none":                       {nil, ""},
+		"ready":                      {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, pod("cs101")))}, "10.0.0.7"},
+		"ready unset means ready":    {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", nil, nil, pod("cs101")))}, "10.0.0.7"},
+		"not ready":                  {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", no, nil, pod("cs101")))}, ""},
+		"terminating":                {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, yes, pod("cs101")))}, ""},
+		"no target":                  {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, nil))}, ""},
+		"a pod of another namespace": {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, pod("other")))}, ""},
+		"not a pod": {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil,
+			&corev1.ObjectReference{Kind: "Node", Namespace: "cs101", Name: "n"}))}, ""},
+		"FQDN slices are ignored": {[]discoveryv1.EndpointSlice{slice(fqdn, ep("evil.example.com", yes, nil, pod("cs101")))}, ""},
+		"not an address":          {[]discoveryv1.EndpointSlice{slice(v4, ep("evil.example.com", yes, nil, pod("cs101")))}, ""},
+		"the old pod terminating, the new one ready": {[]discoveryv1.EndpointSlice{slice(v4,
+			ep("10.0.0.3", no, yes, pod("cs101")), ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9"},
+		"IPv4 before IPv6": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101"))),
+			slice(v4, ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9"},
+		"IPv6 alone": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101")))}, "fd00::1"},
+		"the same choice everywhere": {[]discoveryv1.EndpointSlice{slice(v4,
+			ep("10.0.0.9", yes, nil, pod("cs101")), ep("10.0.0.10", yes, nil, pod("cs101")))}, "10.0.0.10"},
+	} {
+		if diff := cmp.Diff(tc.want, gateway.ReadyAddress(tc.slices, "cs101")); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+}
