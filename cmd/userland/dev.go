@@ -10,21 +10,19 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/devcontroller"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/simcluster"
 )
 
 func newDevCommand() *cobra.Command {
-	opts := devenv.Options{NewController: newDevController}
+	opts := devenv.Options{NewController: devcontroller.New}
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -142,14 +140,4 @@ of the node is kept between runs.`,
 		return nil
 	}
 	return cmd
-}
-
-// newDevController is the controller `userland dev` runs in-process.
-func newDevController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
-	return controller.NewManager(cfg, controller.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
-		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
-		BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
-		FirstStatusWindow: controller.DefaultFirstStatusWindow,
-	})
 }

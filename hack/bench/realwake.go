@@ -7,16 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/devcontroller"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/envtiming"
 	"github.com/userland-dev/userland/internal/realnode"
@@ -155,7 +152,7 @@ func wakeApps(ctx context.Context, dir, name string, opts devenv.Options, answer
 		return fail(err)
 	}
 	defer func() { _ = log.Close() }()
-	opts.StateDir, opts.Listen, opts.Log, opts.NewController = filepath.Join(dir, name+"-dev"), listen, log, devController
+	opts.StateDir, opts.Listen, opts.Log, opts.NewController = filepath.Join(dir, name+"-dev"), listen, log, devcontroller.New
 	sctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
 	defer cancel()
 	stack, err := devenv.Start(sctx, opts)
@@ -275,27 +272,4 @@ func wakeApp(ctx context.Context, stack *devenv.Stack, listen string, key types.
 		}
 	}
 	return w, nil
-}
-
-// stacks numbers the dev stacks this process started.
-var stacks atomic.Int32
-
-// devController is the controller `userland dev` runs (cmd/userland's
-// newDevController).
-func devController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
-	if s.Webhooks != nil {
-		// Each stack's certificate rotator is a controller of its own.
-		w := *s.Webhooks
-		w.RotatorName = fmt.Sprintf("cert-rotator-%d", stacks.Add(1))
-		s.Webhooks = &w
-	}
-	return controller.NewManager(cfg, controller.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
-		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
-		BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
-		FirstStatusWindow: controller.DefaultFirstStatusWindow,
-		// One process runs a dev stack on kwok, then one on a real node:
-		// each builds its own manager.
-		AllowRestart: true,
-	})
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/devcontroller"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/realnode"
 	"github.com/userland-dev/userland/internal/simcluster"
@@ -43,7 +44,7 @@ func TestDevOnRealNode(t *testing.T) {
 	start := time.Now()
 	stack, err := devenv.Start(ctx, devenv.Options{
 		StateDir: t.TempDir(), Listen: listen, Log: testWriter{t}, ControlPlaneDir: opts.ControlPlaneDir,
-		NewController: devController,
+		NewController: devcontroller.New,
 		RealNode:      &devenv.RealNodeOptions{NodeBinariesDir: opts.NodeBinariesDir, Images: opts.Images},
 	})
 	if err != nil {

@@ -8,11 +8,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/devcontroller"
 	"github.com/userland-dev/userland/internal/devenv"
 	"github.com/userland-dev/userland/internal/envtiming"
 	"github.com/userland-dev/userland/internal/realnode"
@@ -117,7 +115,7 @@ func runLifecycle(t *testing.T, opts devenv.Options, answer func(name, label str
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	opts.StateDir, opts.Listen, opts.Log, opts.NewController = t.TempDir(), listen, testWriter{t}, devController
+	opts.StateDir, opts.Listen, opts.Log, opts.NewController = t.TempDir(), listen, testWriter{t}, devcontroller.New
 	start := time.Now()
 	stack, err := devenv.Start(ctx, opts)
 	if err != nil {
@@ -271,6 +269,14 @@ func wakeOnce(ctx context.Context, t *testing.T, c client.Client, hc *http.Clien
 		t.Fatalf("%s: waking it with a request: %v", target.label, err)
 	}
 	run.wakes[target.label] = woke
+	// A request stuck on a dead address (the old pod's, from a cached DNS
+	// answer) hung for over a minute before the gateway read pod
+	// addresses from EndpointSlices and bounded its dials.
+	for i, took := range woke.Took {
+		if took > 30*time.Second {
+			t.Errorf("%s: wake request %d of %d took %v (%s): the gateway hung on it", target.label, i+1, woke.Attempts, took, woke.Requests())
+		}
+	}
 	after, err := envtiming.ServingPod(ctx, c, key)
 	if err != nil {
 		t.Fatal(err)
@@ -325,29 +331,6 @@ func waitPhase(ctx context.Context, t *testing.T, c client.Client, key types.Nam
 	if err != nil {
 		t.Fatalf("%s not Ready within %s: phase %s, %+v", key, timeout, ul.Status.Phase, ul.Status.Conditions)
 	}
-}
-
-// stacks numbers the dev stacks this process started.
-var stacks atomic.Int32
-
-// devController is the controller dev mode runs, as cmd/userland's
-// newDevController builds it.
-func devController(cfg *rest.Config, s devenv.ControllerSettings) (devenv.Runnable, error) {
-	if s.Webhooks != nil {
-		// Each stack's certificate rotator is a controller of its own.
-		w := *s.Webhooks
-		w.RotatorName = fmt.Sprintf("cert-rotator-%d", stacks.Add(1))
-		s.Webhooks = &w
-	}
-	return controller.NewManager(cfg, controller.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Workers: 4, Registry: prometheus.NewRegistry(),
-		GatewayURL: s.GatewayURL, GatewaySelector: s.GatewaySelector, GatewayNamespace: s.GatewayNamespace,
-		BaseDomain: s.BaseDomain, Webhooks: s.Webhooks,
-		FirstStatusWindow: controller.DefaultFirstStatusWindow,
-		// The test runs a dev stack on kwok, then one on a real node, in
-		// one process: each builds its own manager.
-		AllowRestart: true,
-	})
 }
 
 func ms(d time.Duration) string {
