@@ -139,9 +139,6 @@ func classRun(ctx context.Context, o classOptions, limits classLimits, env *test
 		return nil, err
 	}
 	defer gw.stop()
-	_, port, _ := strings.Cut(gwAddr, ":")
-	mainHost := benchMainHost + ":" + port
-
 	pods := &podWatch{times: map[string]podTimes{}}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -164,25 +161,8 @@ func classRun(ctx context.Context, o classOptions, limits classLimits, env *test
 		return nil, err
 	}
 
-	// Arrivals spread evenly over the window, in an order shuffled with a
-	// fixed seed, so new and returning students mix alike in every run.
-	order := rand.New(rand.NewPCG(7, 11)).Perm(o.Students)
 	start := time.Now()
-	students := make([]studentRun, o.Students)
-	var wg sync.WaitGroup
-	for k, i := range order {
-		at := start.Add(o.Window * time.Duration(k) / time.Duration(o.Students))
-		wg.Go(func() {
-			time.Sleep(time.Until(at))
-			user := studentName(i)
-			st := student{gwAddr: gwAddr, mainHost: mainHost, user: user, password: classPassword, deadline: 5 * time.Minute,
-				envHost: naming.HostLabel(ns, naming.CandidateNames(user, ref)[0]) + "." + benchEnvDomain + ":" + port}
-			run := st.visit(ctx)
-			run.Userland, run.New = naming.CandidateNames(user, ref)[0], i >= returning
-			students[i] = run
-		})
-	}
-	wg.Wait()
+	students := signInStorm(ctx, o.Students, o.Window, gwAddr, ns, ref, func(i int) bool { return i >= returning })
 	end := time.Now()
 	first, last := end, start
 	for _, s := range students {
@@ -254,6 +234,33 @@ func classRun(ctx context.Context, o classOptions, limits classLimits, env *test
 		return nil, err
 	}
 	return res, nil
+}
+
+// signInStorm has n students (s000…) sign in through the gateway at
+// gwAddr and open their environment of ref in ns, arriving evenly over
+// window in an order shuffled with a fixed seed, so new and returning
+// students mix alike in every run.
+func signInStorm(ctx context.Context, n int, window time.Duration, gwAddr, ns string, ref v1alpha1.TemplateReference, isNew func(i int) bool) []studentRun {
+	_, port, _ := strings.Cut(gwAddr, ":")
+	mainHost := benchMainHost + ":" + port
+	order := rand.New(rand.NewPCG(7, 11)).Perm(n)
+	start := time.Now()
+	students := make([]studentRun, n)
+	var wg sync.WaitGroup
+	for k, i := range order {
+		at := start.Add(window * time.Duration(k) / time.Duration(n))
+		wg.Go(func() {
+			time.Sleep(time.Until(at))
+			user := studentName(i)
+			st := student{gwAddr: gwAddr, mainHost: mainHost, user: user, password: classPassword, deadline: 5 * time.Minute,
+				envHost: naming.HostLabel(ns, naming.CandidateNames(user, ref)[0]) + "." + benchEnvDomain + ":" + port}
+			run := st.visit(ctx)
+			run.Userland, run.New = naming.CandidateNames(user, ref)[0], isNew(i)
+			students[i] = run
+		})
+	}
+	wg.Wait()
+	return students
 }
 
 // startClassController runs a controller as the chart does, under limits.

@@ -59,6 +59,9 @@ type options struct {
 	// onlyRealWake runs nothing else and prints its rows instead of
 	// writing the report.
 	realWake, onlyRealWake bool
+	// classWarm is the size of the course whose class start runs cold and
+	// warmed by its timetable (0: not run).
+	classWarm int
 }
 
 func parseInts(s string) ([]int, error) {
@@ -115,6 +118,7 @@ func main() {
 	flag.IntVar(&o.class.New, "class-new", 100, "of them, students whose environment is auto-provisioned at sign-in")
 	flag.DurationVar(&o.class.Window, "class-window", time.Minute, "the class signs in within this")
 	flag.DurationVar(&o.class.Steady, "class-steady", time.Minute, "steady-state window after the class start")
+	flag.IntVar(&o.classWarm, "class-warm-students", 200, "students of the course whose class start runs cold and then warmed by its timetable (0: none)")
 	flag.StringVar(&limits, "class-limits", "before,shipped,raised", "client limit sets the class start runs under, comma-separated: before, shipped, raised")
 	flag.Parse()
 	for _, l := range strings.Split(limits, ",") {
@@ -392,16 +396,24 @@ func run(o options) error {
 		}
 	}
 	var class []classResult
-	if o.class.Students > 0 {
-		// Each run of the scenario starts a controller of its own.
+	var warm []classWarmResult
+	if o.class.Students > 0 || o.classWarm > 0 {
+		// Each run of these scenarios starts a controller of its own.
 		ctrlProc.stop()
 		up, upAddr, err := child("upstream")
 		if err != nil {
 			return err
 		}
 		defer up.stop()
-		if class, err = classStart(ctx, o.class, env, c, dir, bin, auditLog, upAddr); err != nil {
-			return err
+		if o.class.Students > 0 {
+			if class, err = classStart(ctx, o.class, env, c, dir, bin, auditLog, upAddr); err != nil {
+				return err
+			}
+		}
+		if o.classWarm > 0 {
+			if warm, err = classWarm(ctx, o.classWarm, o.class.Window, env, c, dir, bin, upAddr); err != nil {
+				return err
+			}
 		}
 	}
 	var rw *realWakeResult
@@ -410,7 +422,7 @@ func run(o options) error {
 		ctrlProc.stop()
 		rw = benchRealWake(ctx, dir)
 	}
-	if err := writeReport(o, results, gw, class, crs, pages, rw); err != nil {
+	if err := writeReport(o, results, gw, class, warm, crs, pages, rw); err != nil {
 		return err
 	}
 	if rw != nil {

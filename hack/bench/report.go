@@ -27,7 +27,7 @@ var routedHow = map[string]string{targetPath: "path routing", targetSubdomain: "
 // eighth of the chart's 512 MiB limit.
 const slowGrowthTargetKiB = 64 << 10
 
-func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult, crs *courseResult, pages *pagesResult, rw *realWakeResult) error {
+func writeReport(o options, results []provisionResult, gw *gatewayResult, class []classResult, warm []classWarmResult, crs *courseResult, pages *pagesResult, rw *realWakeResult) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("# Benchmarks")
@@ -114,6 +114,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 	}
 	realWakeTargets(p, rw)
 	classTargets(p, class)
+	classWarmTargets(p, warm, class)
 	pagesTargets(p, pages)
 	p("")
 	if len(results) > 0 {
@@ -238,6 +239,9 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 	if len(class) > 0 {
 		classSection(p, o.class, class)
 	}
+	if len(warm) > 0 {
+		classWarmSection(p, o.class.Window, warm)
+	}
 	p("")
 	if missing := notMeasured(o); len(missing) > 0 {
 		p("## Not measured in this run")
@@ -278,6 +282,9 @@ func notMeasured(o options) []string {
 	}
 	if o.class.Students == 0 {
 		out = append(out, "The class-start scenario (`-class-students 500`).")
+	}
+	if o.classWarm == 0 {
+		out = append(out, "The class start of a course, cold and warmed by its timetable (`-class-warm-students 200`).")
 	}
 	if !o.realWake {
 		out = append(out, "Each real app's wake on a real node beside kwok (run without `-real-wake=false`).")

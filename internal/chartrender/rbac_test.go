@@ -65,7 +65,7 @@ var reviewed = map[string][]grant{
 	"ClusterRole/userland-gateway": {
 		{what: "bound cluster-wide to ServiceAccount userland-system/userland-gateway", why: "environments live in any namespace"},
 		{what: "authorization.k8s.io/subjectaccessreviews: create", why: "the dashboard asks RBAC whether a person may act before acting for them"},
-		{what: "discovery.k8s.io/endpointslices: get list watch", why: "an environment's pod address, from its Service's slices (informer, environments' slices only); cluster DNS could give a gone pod's address after a wake"},
+		{what: "discovery.k8s.io/endpointslices: list watch", why: "an environment's pod address, from its Service's slices (informer, environments' slices only); cluster DNS could give a gone pod's address after a wake"},
 		{what: "events: list", why: "the dashboard shows an environment's latest event (core events, field selector, from the API server)"},
 		{what: "namespaces: get list watch", why: "their userland.dev/instructor-groups annotation (informer)"},
 		{what: "userland.dev/clustertemplates: get list watch", why: "routing and the dashboard (informer)"},

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,7 +56,7 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 		}
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
-	if existing.Annotations[AnnotationAppliedHash] == hash {
+	if existing.Annotations[AnnotationAppliedHash] == hash && serviceRoutesAsDesired(existing, desired) {
 		return ctrl.Result{}, nil
 	}
 	updated := existing.DeepCopy()
@@ -83,4 +84,24 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 		return ctrl.Result{}, fmt.Errorf("patching service %s/%s: %w", existing.Namespace, existing.Name, terminalIfNamespaceTerminating(err))
 	}
 	return ctrl.Result{}, nil
+}
+
+// serviceRoutesAsDesired says whether the live Service still selects and
+// exposes what the controller set. The applied hash alone is not enough:
+// it records what was written, and a patch by anyone who may patch
+// Services (pointing the selector at another environment's pod, say)
+// leaves it alone. The gateway sends a person to the pods this Service's
+// EndpointSlices list, so a changed selector would send alice to bob's
+// environment until something else changed.
+func serviceRoutesAsDesired(live, desired *corev1.Service) bool {
+	if live.Spec.Type != desired.Spec.Type || !maps.Equal(live.Spec.Selector, desired.Spec.Selector) || len(live.Spec.Ports) != len(desired.Spec.Ports) {
+		return false
+	}
+	for i, want := range desired.Spec.Ports {
+		got := live.Spec.Ports[i]
+		if got.Name != want.Name || got.Protocol != want.Protocol || got.Port != want.Port || got.TargetPort != want.TargetPort {
+			return false
+		}
+	}
+	return true
 }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -24,6 +26,13 @@ const endpointSliceManagedBy = "endpointslice-controller.k8s.io"
 // ErrNoReadyEndpoint is returned when an environment's Service has no ready
 // pod address within the wait.
 var ErrNoReadyEndpoint = errors.New("no ready address for the environment")
+
+// ErrSeveralReadyPods is returned when an environment's Service lists more
+// than one ready pod. An environment is one replica replaced by Recreate,
+// so it never has two: another pod carries its label, made by someone who
+// may create pods in the namespace. Which one is the environment's cannot
+// be told from the slice, so nobody is sent to either.
+var ErrSeveralReadyPods = errors.New("several ready pods for the environment")
 
 // EndpointSliceResolver finds an environment's pod address in its
 // Service's EndpointSlices, as the gateway's informer cache holds them.
@@ -93,24 +102,33 @@ func (e EndpointSliceResolver) readyAddress(ctx context.Context, namespace, name
 	if err := e.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{ServiceIndex: name}); err != nil {
 		return "", fmt.Errorf("listing endpoint slices of %s/%s: %w", namespace, name, err)
 	}
-	return ReadyAddress(list.Items, namespace), nil
+	addr, pods := ReadyAddress(list.Items, namespace, name)
+	if pods > 1 {
+		return "", fmt.Errorf("%s/%s: %d ready pods: %w", namespace, name, pods, ErrSeveralReadyPods)
+	}
+	return addr, nil
 }
 
 // ReadyAddress picks the address of a ready, not terminating pod endpoint
 // of the slices, preferring IPv4, the lowest address first so that every
 // gateway replica picks the same one; "" when there is none. Only
-// endpoints whose target is a Pod of namespace count.
-func ReadyAddress(items []discoveryv1.EndpointSlice, namespace string) string {
+// endpoints whose target is a Pod of namespace named as a pod of the
+// environment's Deployment (userland, see deploymentPod) count. pods is
+// how many distinct such pods are ready (one pod of a dual-stack Service
+// appears in an IPv4 and an IPv6 slice).
+func ReadyAddress(items []discoveryv1.EndpointSlice, namespace, userland string) (addr string, pods int) {
 	var v4, v6 []string
+	ready := map[string]bool{}
 	for i := range items {
 		s := &items[i]
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if !endpointServes(ep, namespace) {
+			if !endpointServes(ep, namespace) || !deploymentPod(userland, ep.TargetRef.Name) {
 				continue
 			}
+			ready[string(ep.TargetRef.UID)+"/"+ep.TargetRef.Name] = true
 			for _, a := range ep.Addresses {
 				if net.ParseIP(a) == nil {
 					continue
@@ -125,10 +143,10 @@ func ReadyAddress(items []discoveryv1.EndpointSlice, namespace string) string {
 	}
 	for _, found := range [][]string{v4, v6} {
 		if len(found) > 0 {
-			return slices.Min(found)
+			return slices.Min(found), len(ready)
 		}
 	}
-	return ""
+	return "", len(ready)
 }
 
 // endpointServes: ready (nil means ready, per the API), not terminating,
@@ -142,4 +160,38 @@ func endpointServes(ep discoveryv1.Endpoint, namespace string) bool {
 		return false
 	}
 	return ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" && ep.TargetRef.Namespace == namespace
+}
+
+// safeAlphabet is the alphabet of Kubernetes' rand.SafeEncodeString,
+// which makes both a pod-template-hash and a generated name's random part.
+var safeAlphabet = regexp.MustCompile(`^[bcdfghjklmnpqrstvwxz2456789]+$`)
+
+// maxGeneratedBase is how much of generateName Kubernetes keeps before its
+// 5 random characters (names.MaxGeneratedNameLength).
+const maxGeneratedBase = 58
+
+// deploymentPod says whether pod is named as a pod of the Deployment
+// named userland (the controller names it after the Userland): its
+// ReplicaSet's generateName "<userland>-<pod-template-hash>-", cut to 58
+// characters, then 5 random characters. A Service someone else pointed at
+// another environment's pods (replaced under the same name, before the
+// controller notices) lists pods named after that other environment; and
+// "alice" does not take "alice-x"'s pods, whose hash part would hold a
+// dash. Where the base is cut (long names) only its kept part can be
+// compared.
+func deploymentPod(userland, pod string) bool {
+	if len(pod) <= 5 || !safeAlphabet.MatchString(pod[len(pod)-5:]) {
+		return false
+	}
+	base := pod[:len(pod)-5]
+	cut := len(base) == maxGeneratedBase
+	rest, ok := strings.CutPrefix(base, userland+"-")
+	if !ok {
+		return cut && strings.HasPrefix(userland+"-", base)
+	}
+	hash, dash := strings.CutSuffix(rest, "-")
+	if !dash && !cut {
+		return false
+	}
+	return len(hash) <= 10 && (hash == "" && cut || safeAlphabet.MatchString(hash))
 }

@@ -175,8 +175,10 @@ func setSuspend(t *testing.T, ns, name string, suspend bool) {
 func TestReadyAddress(t *testing.T) {
 	t.Parallel()
 	pod := func(ns string) *corev1.ObjectReference {
-		return &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "p"}
+		return &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "u-6d4b8c9f7c-x2x4z", UID: "uid-p"}
 	}
+	other := &corev1.ObjectReference{Kind: "Pod", Namespace: "cs101", Name: "u-6d4b8c9f7c-q2q4z", UID: "uid-q"}
+	elsewhere := &corev1.ObjectReference{Kind: "Pod", Namespace: "cs101", Name: "v-6d4b8c9f7c-x2x4z", UID: "uid-v"}
 	ep := func(addr string, ready, terminating *bool, ref *corev1.ObjectReference) discoveryv1.Endpoint {
 		return discoveryv1.Endpoint{Addresses: []string{addr}, TargetRef: ref,
 			Conditions: discoveryv1.EndpointConditions{Ready: ready, Terminating: terminating}}
@@ -189,28 +191,36 @@ func TestReadyAddress(t *testing.T) {
 	for name, tc := range map[string]struct {
 		slices []discoveryv1.EndpointSlice
 		want   string
+		pods   int
 	}{
-		"none":                       {nil, ""},
-		"ready":                      {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, pod("cs101")))}, "10.0.0.7"},
-		"ready unset means ready":    {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", nil, nil, pod("cs101")))}, "10.0.0.7"},
-		"not ready":                  {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", no, nil, pod("cs101")))}, ""},
-		"terminating":                {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, yes, pod("cs101")))}, ""},
-		"no target":                  {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, nil))}, ""},
-		"a pod of another namespace": {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, pod("other")))}, ""},
+		"none":                       {nil, "", 0},
+		"ready":                      {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, pod("cs101")))}, "10.0.0.7", 1},
+		"ready unset means ready":    {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", nil, nil, pod("cs101")))}, "10.0.0.7", 1},
+		"not ready":                  {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", no, nil, pod("cs101")))}, "", 0},
+		"terminating":                {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, yes, pod("cs101")))}, "", 0},
+		"no target":                  {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, nil))}, "", 0},
+		"a pod of another namespace": {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, pod("other")))}, "", 0},
+		"another environment's pod":  {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil, elsewhere))}, "", 0},
 		"not a pod": {[]discoveryv1.EndpointSlice{slice(v4, ep("10.0.0.7", yes, nil,
-			&corev1.ObjectReference{Kind: "Node", Namespace: "cs101", Name: "n"}))}, ""},
-		"FQDN slices are ignored": {[]discoveryv1.EndpointSlice{slice(fqdn, ep("evil.example.com", yes, nil, pod("cs101")))}, ""},
-		"not an address":          {[]discoveryv1.EndpointSlice{slice(v4, ep("evil.example.com", yes, nil, pod("cs101")))}, ""},
+			&corev1.ObjectReference{Kind: "Node", Namespace: "cs101", Name: "n"}))}, "", 0},
+		"FQDN slices are ignored": {[]discoveryv1.EndpointSlice{slice(fqdn, ep("evil.example.com", yes, nil, pod("cs101")))}, "", 0},
+		"not an address":          {[]discoveryv1.EndpointSlice{slice(v4, ep("evil.example.com", yes, nil, pod("cs101")))}, "", 1},
 		"the old pod terminating, the new one ready": {[]discoveryv1.EndpointSlice{slice(v4,
-			ep("10.0.0.3", no, yes, pod("cs101")), ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9"},
-		"IPv4 before IPv6": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101"))),
-			slice(v4, ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9"},
-		"IPv6 alone": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101")))}, "fd00::1"},
-		"the same choice everywhere": {[]discoveryv1.EndpointSlice{slice(v4,
-			ep("10.0.0.9", yes, nil, pod("cs101")), ep("10.0.0.10", yes, nil, pod("cs101")))}, "10.0.0.10"},
+			ep("10.0.0.3", no, yes, pod("cs101")), ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9", 1},
+		"IPv4 before IPv6, one dual-stack pod": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101"))),
+			slice(v4, ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9", 1},
+		"IPv6 alone": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101")))}, "fd00::1", 1},
+		"two ready pods are counted (the resolver refuses both)": {[]discoveryv1.EndpointSlice{slice(v4,
+			ep("10.0.0.9", yes, nil, pod("cs101")), ep("10.0.0.10", yes, nil, other))}, "10.0.0.10", 2},
+		"a second pod not ready is not counted": {[]discoveryv1.EndpointSlice{slice(v4,
+			ep("10.0.0.9", yes, nil, pod("cs101")), ep("10.0.0.10", no, nil, other))}, "10.0.0.9", 1},
 	} {
-		if diff := cmp.Diff(tc.want, gateway.ReadyAddress(tc.slices, "cs101")); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", name, diff)
+		addr, pods := gateway.ReadyAddress(tc.slices, "cs101", "u")
+		if diff := cmp.Diff(tc.want, addr); diff != "" {
+			t.Errorf("%s: address (-want +got):\n%s", name, diff)
+		}
+		if pods != tc.pods {
+			t.Errorf("%s: %d ready pods, want %d", name, pods, tc.pods)
 		}
 	}
 }
