@@ -92,7 +92,7 @@ func TestNotMeasuredListsWhatTheFlagsLeftOut(t *testing.T) {
 	}{
 		{
 			name: "the default run",
-			o:    options{sizes: []int{100, 1000}, wsCounts: []int{1000, 8000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}, realWake: true},
+			o:    options{sizes: []int{100, 1000}, wsCounts: []int{1000, 8000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}, classWarm: 200, realWake: true},
 			want: []string{"Provisioning, API economy and controller footprint at N = 5000 (`make bench-large`, about 22 minutes, writes docs/benchmarks-5000.md)."},
 		},
 		{
@@ -103,27 +103,33 @@ func TestNotMeasuredListsWhatTheFlagsLeftOut(t *testing.T) {
 				"Provisioning, API economy and controller footprint at N = 1000 (`go run ./hack/bench -n 1000`).",
 				"Rollout of an image change (run without `-rollout=false`).",
 				"The class-start scenario (`-class-students 500`).",
+				"The class start of a course, cold and warmed by its timetable (`-class-warm-students 200`).",
 				"Each real app's wake on a real node beside kwok (run without `-real-wake=false`).",
 				"The gateway: throughput, latency, held WebSockets and wake latency (run without `-gateway=false`).",
 			},
 		},
 		{
 			name: "everything",
+			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}, classWarm: 200, realWake: true},
+		},
+		{
+			name: "without the class start of a course",
 			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}, realWake: true},
+			want: []string{"The class start of a course, cold and warmed by its timetable (`-class-warm-students 200`)."},
 		},
 		{
 			name: "without the real-node wake",
-			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}},
+			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}, classWarm: 200},
 			want: []string{"Each real app's wake on a real node beside kwok (run without `-real-wake=false`)."},
 		},
 		{
 			name: "gateway without WebSockets",
-			o:    options{sizes: []int{100, 1000, 5000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}, realWake: true},
+			o:    options{sizes: []int{100, 1000, 5000}, gateway: true, rollout: true, slowClients: 500, class: classOptions{Students: 500}, classWarm: 200, realWake: true},
 			want: []string{"Held WebSockets (`-websockets 1000,8000`)."},
 		},
 		{
 			name: "gateway without slow clients",
-			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true, class: classOptions{Students: 500}, realWake: true},
+			o:    options{sizes: []int{100, 1000, 5000}, wsCounts: []int{1000}, gateway: true, rollout: true, class: classOptions{Students: 500}, classWarm: 200, realWake: true},
 			want: []string{"The gateway under slow clients (`-slow-clients 500`)."},
 		},
 	}
