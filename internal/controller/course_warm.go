@@ -125,6 +125,7 @@ func (r *CourseReconciler) schedule(ctx context.Context, s *courseState) (ctrl.R
 		}
 		if tt.Warm(s.now) {
 			s.c.Status.NextSession.Warm = r.countWarm(s)
+			s.holdRoom = course.PhaseAt(s.c, s.now) == v1alpha1.CourseInTerm
 		}
 	}
 	if tt.Warming == nil || course.PhaseAt(s.c, s.now) != v1alpha1.CourseInTerm {
