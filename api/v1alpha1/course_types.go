@@ -103,10 +103,11 @@ type CourseSchedule struct {
 	// +optional
 	WarmPercent *int32 `json:"warmPercent,omitempty"`
 
-	// Placeholders is how many low-priority pods, each asking for what
-	// the course's largest template asks, hold room on the cluster from
-	// each session's warm-up to its end, so a cluster autoscaler adds
-	// nodes before class; students' pods preempt them (default 0).
+	// Placeholders is how many low-priority pods hold room on the
+	// cluster from each session's warm-up to its end, so a cluster
+	// autoscaler adds nodes before class; students' pods preempt them
+	// (default 0). Each asks for what one of the course's templates asks
+	// and runs where it may run, the templates in turn.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=200
 	// +optional
