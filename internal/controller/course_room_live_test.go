@@ -82,10 +82,10 @@ func TestCourseHoldsRoomForTheSession(t *testing.T) {
 	create(t, testobj.MakeCourse(ns, "db").Term(now.Add(-24*time.Hour), now.Add(60*24*time.Hour)).
 		Students("a@uni.example").Template("lab", v1alpha1.ProvisionOnSignIn).
 		Weekly("Wednesday", "10:00", "11:30", "Europe/Berlin").Placeholders(3).Obj())
-	c := waitCourse(t, ns, "db", "its next session", func(c *v1alpha1.Course) bool { return c.Status.NextSession != nil })
+	waitCourse(t, ns, "db", "its next session", func(c *v1alpha1.Course) bool { return c.Status.NextSession != nil })
 
 	setClock(ctrl, start.Add(-20*time.Minute))
-	c = touchCourse(t, ns, "db")
+	c := touchCourse(t, ns, "db")
 	if pods, sets := roomOf(t, c); len(pods)+len(sets) > 0 || c.Status.NextSession.Images != nil {
 		t.Errorf("before the warm-up: %d placeholders, %d pullers, images %v; want none", len(pods), len(sets), c.Status.NextSession.Images)
 	}
@@ -146,7 +146,7 @@ func TestCourseHoldsRoomForTheSession(t *testing.T) {
 	setClock(ctrl, end.Add(time.Minute))
 	touchCourse(t, ns, "db")
 	waitRoom(t, c, "no room held after the session", 0, 0)
-	c = waitCourse(t, ns, "db", "no images after the session", func(c *v1alpha1.Course) bool {
+	waitCourse(t, ns, "db", "no images after the session", func(c *v1alpha1.Course) bool {
 		return c.Status.NextSession != nil && c.Status.NextSession.Images == nil
 	})
 }
