@@ -255,8 +255,20 @@ func (r *CourseReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Placeholders: created, deleted, preempted or failed (a pod's
 		// other updates, scheduling and starting, change nothing here).
 		Owns(&corev1.Pod{}, builder.WithPredicates(placeholderChanged)).
-		// Pullers: their status is the course's status.nextSession.images.
-		Owns(&appsv1.DaemonSet{}).
+		// Pullers: their status is the course's status.nextSession.images,
+		// gathered for courseStatusBatch as Userland changes are (a
+		// hundred nodes pulling report a hundred times).
+		Watches(&appsv1.DaemonSet{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				enqueueOwner(e.Object, q)
+			},
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				enqueueOwner(e.ObjectNew, q)
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				enqueueOwner(e.Object, q)
+			},
+		}).
 		Watches(&v1alpha1.Template{}, handler.EnqueueRequestsFromMapFunc(r.coursesIn(true)),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.coursesIn(false)),
@@ -294,4 +306,12 @@ var placeholderChanged = predicate.Funcs{
 		}
 		return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 	},
+}
+
+// enqueueOwner queues, after courseStatusBatch, the Course that controls
+// obj.
+func enqueueOwner(obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Course" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+		q.AddAfter(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, courseStatusBatch)
+	}
 }

@@ -134,7 +134,7 @@ func TestCourseHoldsRoomForTheSession(t *testing.T) {
 	if err := env.Client.Patch(context.Background(), &appsv1.DaemonSet{ObjectMeta: sets[0].ObjectMeta}, patch); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(7 * time.Second) // the course's 5 s batch, and then some
 	if writes := ctrl.writes.count(ns) - before; writes != 0 {
 		t.Errorf("the controller wrote %d times in steady state, want 0: %v", writes, ctrl.writes.requestsTo(ns))
 	}
