@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -170,4 +171,50 @@ func TestCourseWithoutPullImagesPullsNothing(t *testing.T) {
 	if c = touchCourse(t, ns, "np"); c.Status.NextSession.Images != nil {
 		t.Errorf("status.nextSession.images = %+v without a puller", c.Status.NextSession.Images)
 	}
+}
+
+// TestPlaceholderGivesWayToAnEnvironment: with both simulated nodes held
+// by placeholders sized like the template (600 of each node's 1000 CPUs),
+// an environment of that template still starts: the real kube-scheduler
+// preempts a placeholder for it, and the controller puts the placeholder
+// back, Pending, which is what makes an autoscaler add a node.
+func TestPlaceholderGivesWayToAnEnvironment(t *testing.T) {
+	ns := env.Namespace(t)
+	placeholderClass(t)
+	ctrl := startController(t)
+	big := template(ns, "big", "example.org/big:1")
+	big.Spec.PodTemplate.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("600")}
+	create(t, big)
+	now := ctrl.clock.Now()
+	start := nextLocal(now, "Europe/Berlin", time.Friday, 14, 0)
+	create(t, testobj.MakeCourse(ns, "gpu").Term(now.Add(-24*time.Hour), now.Add(60*24*time.Hour)).
+		Students("a@uni.example").Template("big", v1alpha1.ProvisionOnSignIn).
+		Weekly("Friday", "14:00", "15:00", "Europe/Berlin").Placeholders(2).PullImages(false).Obj())
+	c := waitCourse(t, ns, "gpu", "its next session", func(c *v1alpha1.Course) bool { return c.Status.NextSession != nil })
+	setClock(ctrl, start.Add(-5*time.Minute))
+	touchCourse(t, ns, "gpu")
+	var held []corev1.Pod
+	env.Eventually(t, time.Minute, "both placeholders on a node each", func(context.Context) (bool, error) {
+		pods, _ := roomOf(t, c)
+		held = pods
+		return len(pods) == 2 && pods[0].Spec.NodeName != "" && pods[1].Spec.NodeName != "" && pods[0].Spec.NodeName != pods[1].Spec.NodeName, nil
+	})
+
+	create(t, userland(ns, "late", "late@uni.example", "big"))
+	env.WaitPhase(t, ns, "late", v1alpha1.PhaseReady)
+	env.Eventually(t, time.Minute, "one placeholder preempted and put back, Pending", func(context.Context) (bool, error) {
+		pods, _ := roomOf(t, c)
+		pending, replaced := 0, 0
+		for _, p := range pods {
+			if p.Spec.NodeName == "" {
+				pending++
+			}
+			for _, h := range held {
+				if p.Name == h.Name && p.UID != h.UID {
+					replaced++
+				}
+			}
+		}
+		return len(pods) == 2 && pending == 1 && replaced == 1, nil
+	})
 }
