@@ -56,7 +56,9 @@ const (
 // gateway signs a user in and reaches their environment by its Service's
 // DNS name.
 func TestChartOnRealNode(t *testing.T) {
-	r := installChart(t, nil)
+	// The node has no registry: placeholders and the pullers' main
+	// container run the node's own pause image.
+	r := installChart(t, nil, "controller.pauseImage=userland.local/pause:1")
 	n, installed := r.n, r.installed
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -93,6 +95,7 @@ func TestChartOnRealNode(t *testing.T) {
 	}
 	webhookServes(ctx, t, n, ns, installed)
 	gatewayReachesEnvironment(ctx, t, n, ns)
+	roomBeforeClass(ctx, t, n, ns)
 }
 
 // webhookServes checks the validating webhook through its Service: the
