@@ -54,7 +54,8 @@ const (
 // certificate the controller generates (a bad Template is refused with
 // the field and the reason, a good one admitted); and that the in-cluster
 // gateway signs a user in and reaches their environment by its Service's
-// DNS name.
+// DNS name; and that a course's placeholder and image puller run on the
+// node (roomBeforeClass).
 func TestChartOnRealNode(t *testing.T) {
 	// The node has no registry: placeholders and the pullers' main
 	// container run the node's own pause image.
