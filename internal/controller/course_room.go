@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/timetable"
 )
 
 // Placeholder pods and image pullers: the room a course's sessions need,
@@ -57,6 +59,13 @@ type RoomOptions struct {
 	PauseImage string
 	// PullerImage is the userland image, whose binary the pullers run.
 	PullerImage string
+}
+
+// holdsRoom says whether a course holds placeholders and image pullers
+// at now: from its next session's warm-up to that session's end (Next is
+// the session in progress, or the next one), in term.
+func holdsRoom(tt timetable.Result, now time.Time, phase v1alpha1.CoursePhase) bool {
+	return phase == v1alpha1.CourseInTerm && tt.Warm(now) && now.Before(tt.Next.End)
 }
 
 // withDefaults fills what o leaves empty.

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/timetable"
 	"github.com/userland-dev/userland/internal/webhook"
 )
 
@@ -198,5 +200,31 @@ func TestChildName(t *testing.T) {
 	}
 	if childName(long, "placeholder-1") == childName(long[:len(long)-1], "placeholder-1") {
 		t.Error("two long names shortened alike")
+	}
+}
+
+func TestHoldsRoom(t *testing.T) {
+	at := func(minutes int) time.Time { return time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC).Add(time.Duration(minutes) * time.Minute) }
+	session := &timetable.Session{WarmupStart: at(-10), Start: at(0), End: at(90)}
+	cases := map[string]struct {
+		now   time.Time
+		next  *timetable.Session
+		phase v1alpha1.CoursePhase
+		want  bool
+	}{
+		"before the warm-up":                     {now: at(-11), next: session, phase: v1alpha1.CourseInTerm},
+		"the warm-up's first instant":            {now: at(-10), next: session, phase: v1alpha1.CourseInTerm, want: true},
+		"in the session":                         {now: at(45), next: session, phase: v1alpha1.CourseInTerm, want: true},
+		"at its end":                             {now: at(90), next: session, phase: v1alpha1.CourseInTerm},
+		"no session left":                        {now: at(45), phase: v1alpha1.CourseInTerm},
+		"in the warm-up, but the term is over":   {now: at(-5), next: session, phase: v1alpha1.CourseEnded},
+		"in the warm-up, before the term starts": {now: at(-5), next: session, phase: v1alpha1.CourseUpcoming},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := holdsRoom(timetable.Result{Next: tc.next}, tc.now, tc.phase); got != tc.want {
+				t.Errorf("holdsRoom = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
