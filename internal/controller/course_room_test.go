@@ -204,7 +204,9 @@ func TestChildName(t *testing.T) {
 }
 
 func TestHoldsRoom(t *testing.T) {
-	at := func(minutes int) time.Time { return time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC).Add(time.Duration(minutes) * time.Minute) }
+	at := func(minutes int) time.Time {
+		return time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC).Add(time.Duration(minutes) * time.Minute)
+	}
 	session := &timetable.Session{WarmupStart: at(-10), Start: at(0), End: at(90)}
 	cases := map[string]struct {
 		now   time.Time
