@@ -111,6 +111,9 @@ func pullerDaemonSet(c *v1alpha1.Course, t courseTemplate, o RoomOptions) *appsv
 			SecurityContext: restrictedContainer(),
 		}},
 		ImagePullSecrets: spec.ImagePullSecrets,
+		// The template's ServiceAccount, for the image pull secrets it
+		// lists (the API server adds them); its token is not mounted.
+		ServiceAccountName: spec.ServiceAccountName,
 		Volumes: []corev1.Volume{{Name: "pull", VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
 		}}},

@@ -72,8 +72,9 @@ func roomTemplate(image, cpu string, selector map[string]string) courseTemplate 
 				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}},
 			}}},
 		}},
-		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "registry"}},
-		InitContainers:   []corev1.Container{{Name: "init", Image: image}},
+		ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
+		ServiceAccountName: "lab-pulls",
+		InitContainers:     []corev1.Container{{Name: "init", Image: image}},
 		Containers: []corev1.Container{
 			{Name: "web", Image: image, Resources: corev1.ResourceRequirements{Requests: resources("cpu", cpu)}},
 			{Name: "db", Image: "mariadb:11"},
@@ -143,8 +144,11 @@ func TestPullerDaemonSet(t *testing.T) {
 		t.Errorf("init containers: the binary copied, then each image once (-want +got):\n%s", diff)
 	}
 	spec := ds.Spec.Template.Spec
-	if spec.NodeSelector["pool"] != "students" || spec.ImagePullSecrets[0].Name != "registry" || spec.Containers[0].Image != "pause:1" {
-		t.Errorf("node selector %v, pull secrets %v, main image %s", spec.NodeSelector, spec.ImagePullSecrets, spec.Containers[0].Image)
+	if spec.NodeSelector["pool"] != "students" || spec.ImagePullSecrets[0].Name != "registry" || spec.ServiceAccountName != "lab-pulls" || spec.Containers[0].Image != "pause:1" {
+		t.Errorf("node selector %v, pull secrets %v, service account %q, main image %s", spec.NodeSelector, spec.ImagePullSecrets, spec.ServiceAccountName, spec.Containers[0].Image)
+	}
+	if *spec.AutomountServiceAccountToken {
+		t.Error("a puller mounts an API token")
 	}
 	if diff := cmp.Diff(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels); diff != "" {
 		t.Errorf("selector and pod labels differ: %s", diff)
