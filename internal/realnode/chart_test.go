@@ -55,7 +55,8 @@ const (
 // the field and the reason, a good one admitted); and that the in-cluster
 // gateway signs a user in and reaches their environment by its Service's
 // DNS name; and that a course's placeholder and image puller run on the
-// node (roomBeforeClass).
+// node (roomBeforeClass) and an environment preempts a placeholder
+// (placeholderPreempted).
 func TestChartOnRealNode(t *testing.T) {
 	// The node has no registry: placeholders and the pullers' main
 	// container run the node's own pause image.
@@ -97,6 +98,7 @@ func TestChartOnRealNode(t *testing.T) {
 	webhookServes(ctx, t, n, ns, installed)
 	gatewayReachesEnvironment(ctx, t, n, ns)
 	roomBeforeClass(ctx, t, n, ns)
+	placeholderPreempted(ctx, t, n, ns)
 }
 
 // webhookServes checks the validating webhook through its Service: the

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -103,4 +104,67 @@ func pullerPods(ctx context.Context, t *testing.T, c client.Client, ns string) s
 		out += fmt.Sprintf(" pod %s %s init %+v;", p.Name, p.Status.Phase, p.Status.InitContainerStatuses)
 	}
 	return out
+}
+
+// placeholderPreempted: a placeholder holding 60% of the real node's CPU
+// gives way to an environment of the same size (the scheduler preempts
+// it, the kubelet stops it), and the controller puts it back, Pending:
+// the pod a cluster autoscaler would add a node for.
+func placeholderPreempted(ctx context.Context, t *testing.T, n *realnode.Node, ns string) {
+	t.Helper()
+	c := n.Cluster.Client
+	now := time.Now().UTC()
+	start := now.Truncate(time.Minute).Add(15 * time.Minute)
+	end := start.Add(30 * time.Minute)
+	if end.Day() != now.Day() {
+		t.Logf("NOT RUN: a placeholder preempted: a session %s-%s UTC would cross midnight", start.Format("15:04"), end.Format("15:04"))
+		return
+	}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("the real node: %v, %d nodes", err, len(nodes.Items))
+	}
+	cpu := nodes.Items[0].Status.Allocatable.Cpu().MilliValue() * 6 / 10
+	big := testobj.MakeTemplate(ns, "big").Image(probeImage).Obj()
+	big.Spec.PodTemplate.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI)}
+	createAdmitted(ctx, t, c, big, "a template asking for 60% of the node's CPU", time.Minute)
+	course := testobj.MakeCourse(ns, "big").Term(now.Add(-time.Hour), now.Add(30*24*time.Hour)).
+		Students("carol").Template("big", v1alpha1.ProvisionOnSignIn).
+		Dated(now.Format(time.DateOnly), start.Format("15:04"), end.Format("15:04"), "UTC").
+		Warmup(20 * time.Minute).Placeholders(1).PullImages(false).Obj()
+	createAdmitted(ctx, t, c, course, "a course holding 60% of the node", time.Minute)
+	var live v1alpha1.Course
+	if err := c.Get(ctx, client.ObjectKeyFromObject(course), &live); err != nil {
+		t.Fatal(err)
+	}
+	held := waitPlaceholder(ctx, t, c, ns, string(live.UID), "running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+
+	created := time.Now()
+	ul := testobj.MakeUserland(ns, "carol", "carol", "big").Obj()
+	createAdmitted(ctx, t, c, ul, "carol's environment, as large as the placeholder", time.Minute)
+	readyPod(ctx, t, n, ns, map[string]string{v1alpha1.LabelUserland: ul.Name})
+	t.Logf("TIMING carol's environment pod Ready %s after the Userland was created, the placeholder preempted", time.Since(created).Round(100*time.Millisecond))
+	waitPlaceholder(ctx, t, c, ns, string(live.UID), "put back, Pending", func(p *corev1.Pod) bool {
+		return p.UID != held.UID && p.Status.Phase == corev1.PodPending && p.Spec.NodeName == ""
+	})
+}
+
+// waitPlaceholder waits up to two minutes for the course's one
+// placeholder to be as ok says.
+func waitPlaceholder(ctx context.Context, t *testing.T, c client.Client, ns, uid, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var held corev1.PodList
+		if err := c.List(ctx, &held, client.InNamespace(ns), client.MatchingLabels{controller.LabelPlaceholderFor: uid}); err != nil {
+			t.Fatal(err)
+		}
+		if len(held.Items) == 1 && held.Items[0].DeletionTimestamp == nil && ok(&held.Items[0]) {
+			return &held.Items[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the placeholder is not %s after two minutes: %+v", what, held.Items)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
