@@ -102,6 +102,22 @@ type CourseSchedule struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	WarmPercent *int32 `json:"warmPercent,omitempty"`
+
+	// Placeholders is how many low-priority pods hold room on the
+	// cluster from each session's warm-up to its end, so a cluster
+	// autoscaler adds nodes before class; students' pods preempt them
+	// (default 0). Each asks for what one of the course's templates asks
+	// and runs where it may run, the templates in turn.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=200
+	// +optional
+	Placeholders *int32 `json:"placeholders,omitempty"`
+
+	// PullImages has the images of the course's templates pulled onto
+	// every node that can run them, from each session's warm-up to its
+	// end (default true; false pulls nothing ahead).
+	// +optional
+	PullImages *bool `json:"pullImages,omitempty"`
 }
 
 // CourseSession is one class of a course's timetable: weekly on a day, or
@@ -339,6 +355,10 @@ type CourseSessionStatus struct {
 	// Warm counts student environments running (or starting) for it,
 	// from its warm-up to its end; 0 before its warm-up.
 	Warm int32 `json:"warm"`
+	// Images says on how many nodes the course's images are pulled, from
+	// its warm-up to its end (absent otherwise, or with pullImages false).
+	// +optional
+	Images *CourseImagesStatus `json:"images,omitempty"`
 }
 
 // Course is one class: a roster of students and staff, the templates they
@@ -375,4 +395,14 @@ type CourseList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	// Items are the Courses.
 	Items []Course `json:"items"`
+}
+
+// CourseImagesStatus counts the nodes the image pullers of a course run
+// on: a node is ready when every image of the templates it can run is
+// pulled there.
+type CourseImagesStatus struct {
+	// Ready counts nodes with every image pulled.
+	Ready int32 `json:"ready"`
+	// Desired counts nodes that can run one of the course's templates.
+	Desired int32 `json:"desired"`
 }

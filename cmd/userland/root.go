@@ -17,7 +17,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newControllerCommand(), newGatewayCommand(), newDevCommand())
+	root.AddCommand(newVersionCommand(), newControllerCommand(), newGatewayCommand(), newDevCommand(), newCopySelfCommand())
 	return root
 }
 

@@ -318,6 +318,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			values: map[string]any{"url": "https://u.example.edu", "gateway": map[string]any{"kubeAPI": map[string]any{"qps": 0}}},
 			want:   "qps",
 		},
+		"a placeholder priority environments could not preempt": {
+			values: map[string]any{"url": "https://u.example.edu", "controller": map[string]any{"placeholders": map[string]any{"priorityClass": map[string]any{"value": 0}}}},
+			want:   "value",
+		},
 		"no url at all": {
 			values:     map[string]any{},
 			want:       "url is required",

@@ -8,8 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,6 +177,18 @@ func TestServiceAccountsAreDeniedWhatTheyDoNotUse(t *testing.T) {
 		}},
 		"controller lists Userlands everywhere": {as: controllerSA, allowed: true, do: func(ctx context.Context, c client.Client) error {
 			return c.List(ctx, &v1alpha1.UserlandList{})
+		}},
+		"controller deletes a placeholder pod": {as: controllerSA, allowed: true, do: func(ctx context.Context, c client.Client) error {
+			return client.IgnoreNotFound(c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-placeholder-0"}}, client.DryRunAll))
+		}},
+		"controller deletes an image puller": {as: controllerSA, allowed: true, do: func(ctx context.Context, c client.Client) error {
+			return client.IgnoreNotFound(c.Delete(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-images-0"}}, client.DryRunAll))
+		}},
+		"controller evicts a pod": {as: controllerSA, do: func(ctx context.Context, c client.Client) error {
+			return c.SubResource("eviction").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-placeholder-0"}}, &policyv1.Eviction{})
+		}},
+		"controller updates a pod": {as: controllerSA, do: func(ctx context.Context, c client.Client) error {
+			return c.Update(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-placeholder-0"}})
 		}},
 		"gateway lists secrets": {as: gatewaySA, do: func(ctx context.Context, c client.Client) error {
 			return c.List(ctx, &corev1.SecretList{})

@@ -34,13 +34,14 @@ type grant struct {
 var reviewed = map[string][]grant{
 	"ClusterRole/userland-controller": {
 		{what: "bound cluster-wide to ServiceAccount userland-system/userland-controller", why: "Userlands, Courses and templates live in any namespace"},
+		{what: "apps/daemonsets: create delete get list patch watch", why: "a course's image pullers (server-side apply), from a session's warm-up to its end, then deleted"},
 		{what: "apps/deployments: create get list patch watch", why: "one Deployment per Userland (server-side apply); no delete: owner references collect it"},
 		{what: "authorization.k8s.io/subjectaccessreviews: create", why: "the webhooks ask whether the requester may do what an object asks for (enroll in a course)"},
 		{what: "events.k8s.io/events: create patch", why: "events on Userlands and Courses, in their namespaces"},
 		{what: "namespaces: get list watch", why: "their labels decide ClusterTemplate allowedNamespaces: the webhooks read them, the controller watches them"},
 		{what: "networking.k8s.io/networkpolicies: create delete get list patch watch", why: "one NetworkPolicy per namespace and template, admitting only the gateway; delete: the per-Userland policies of earlier versions once their pods are covered, and shared ones whose template is gone and unused"},
 		{what: "persistentvolumeclaims: create get list patch watch", why: "a Userland's claims; no delete: reclaimPolicy Delete goes through owner references"},
-		{what: "pods: get list watch", why: "environment health (only managed-by=userland pods are cached)"},
+		{what: "pods: create delete get list patch watch", why: "environment health (only managed-by=userland pods are cached); create, patch (server-side apply) and delete: a course's placeholder pods, from a session's warm-up to its end; no more power than deployments create already gives (a pod of any spec), and Pod Security admission still judges each; no exec, eviction, log or update"},
 		{what: "services: create delete get list patch watch", why: "one Service per Userland; delete when a template stops exposing a port"},
 		{what: "snapshot.storage.k8s.io/volumesnapshots: create get", why: "a retiring course snapshots its students' claims"},
 		{what: "userland.dev/clustertemplates: get list watch", why: "resolving templates"},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,6 +49,8 @@ type CourseReconciler struct {
 	Recorder recorder.EventRecorder
 	// Clock is injected so term dates are tested without waiting.
 	Clock clock.PassiveClock
+	// Room configures placeholders and image pullers.
+	Room RoomOptions
 
 	// status writes Courses' status; SetupWithManager makes it.
 	status *reconcile.StatusPatcher[*v1alpha1.Course, v1alpha1.CourseStatus]
@@ -62,6 +66,11 @@ type courseState struct {
 	userlands []v1alpha1.Userland
 	// missing are the course's templates that do not exist.
 	missing []v1alpha1.TemplateReference
+	// templates are the course's templates that exist, in spec order.
+	templates []courseTemplate
+	// holdRoom: a session's warm-up has begun and it has not ended, in
+	// term: placeholders and image pullers are wanted.
+	holdRoom bool
 	// volumeProblem is the first shared claim problem found.
 	volumeProblem *finding
 	// waiting says what retirement waits for.
@@ -105,6 +114,7 @@ func (r *CourseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		r.retire,
 		r.countStudents,
 		r.schedule,
+		r.holdRoomForSession,
 	)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -127,12 +137,14 @@ func (r *CourseReconciler) listUserlands(ctx context.Context, s *courseState) (c
 // others are provisioned regardless.
 func (r *CourseReconciler) resolveCourseTemplates(ctx context.Context, s *courseState) (ctrl.Result, error) {
 	for _, t := range s.c.Spec.Templates {
-		_, err := templates.ResolveRef(ctx, r.Client, s.c.Namespace, course.Ref(t))
+		resolved, err := templates.ResolveRef(ctx, r.Client, s.c.Namespace, course.Ref(t))
 		switch {
 		case apierrors.IsNotFound(err):
 			s.missing = append(s.missing, course.Ref(t))
 		case err != nil:
 			return ctrl.Result{}, err
+		default:
+			s.templates = append(s.templates, courseTemplate{key: resolved.Key, spec: resolved.Spec})
 		}
 	}
 	return ctrl.Result{}, nil
@@ -240,6 +252,23 @@ func (r *CourseReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				enqueue(e.Object, q)
 			},
 		}).
+		// Placeholders: created, deleted, preempted or failed (a pod's
+		// other updates, scheduling and starting, change nothing here).
+		Owns(&corev1.Pod{}, builder.WithPredicates(placeholderChanged)).
+		// Pullers: their status is the course's status.nextSession.images,
+		// gathered for courseStatusBatch as Userland changes are (a
+		// hundred nodes pulling report a hundred times).
+		Watches(&appsv1.DaemonSet{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				enqueueOwner(e.Object, q)
+			},
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				enqueueOwner(e.ObjectNew, q)
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				enqueueOwner(e.Object, q)
+			},
+		}).
 		Watches(&v1alpha1.Template{}, handler.EnqueueRequestsFromMapFunc(r.coursesIn(true)),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.coursesIn(false)),
@@ -264,5 +293,25 @@ func (r *CourseReconciler) coursesIn(namespaced bool) handler.MapFunc {
 			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 		return reqs
+	}
+}
+
+// placeholderChanged passes a placeholder's creation and deletion, and an
+// update that puts it on its way out (deleted, failed, succeeded).
+var placeholderChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		pod, ok := e.ObjectNew.(*corev1.Pod)
+		if !ok || !isRoomChild(pod) {
+			return false
+		}
+		return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+	},
+}
+
+// enqueueOwner queues, after courseStatusBatch, the Course that controls
+// obj.
+func enqueueOwner(obj client.Object, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+	if ref := metav1.GetControllerOf(obj); ref != nil && ref.Kind == "Course" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+		q.AddAfter(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, courseStatusBatch)
 	}
 }

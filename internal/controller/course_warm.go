@@ -127,6 +127,7 @@ func (r *CourseReconciler) schedule(ctx context.Context, s *courseState) (ctrl.R
 			s.c.Status.NextSession.Warm = r.countWarm(s)
 		}
 	}
+	s.holdRoom = holdsRoom(tt, s.now, course.PhaseAt(s.c, s.now))
 	if tt.Warming == nil || course.PhaseAt(s.c, s.now) != v1alpha1.CourseInTerm {
 		return result, nil
 	}

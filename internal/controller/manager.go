@@ -73,6 +73,9 @@ type Options struct {
 	// writes Starting at once. The command's default is
 	// DefaultFirstStatusWindow.
 	FirstStatusWindow time.Duration
+	// Room configures courses' placeholders and image pullers; empty
+	// fields take the defaults (DefaultPlaceholderPriorityClass, ...).
+	Room RoomOptions
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// Registry receives the controller's metrics; default controller-runtime's
@@ -186,6 +189,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	courses := &CourseReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("userland-controller"), Clock: opts.Clock,
+		Room: opts.Room,
 	}
 	if err := courses.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up course controller: %w", err)

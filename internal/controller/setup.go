@@ -41,6 +41,8 @@ func CacheOptions() cache.Options {
 			&corev1.PersistentVolumeClaim{}: {Label: managed},
 			&networkingv1.NetworkPolicy{}:   {Label: managed},
 			&corev1.Pod{}:                   {Label: managed, Transform: slimPod},
+			// Courses' image pullers (their status is read).
+			&appsv1.DaemonSet{}: {Label: managed, Transform: slimDaemonSet},
 		}}
 }
 
@@ -62,6 +64,18 @@ func slimDeployment(obj any) (any, error) {
 		dep.Spec.Template.Labels = nil
 	}
 	return dep, nil
+}
+
+// slimDaemonSet keeps an image puller's metadata and status: whether it
+// is current is decided by the applied hash.
+func slimDaemonSet(obj any) (any, error) {
+	ds, ok := obj.(*appsv1.DaemonSet)
+	if !ok {
+		return obj, nil
+	}
+	ds.ManagedFields = nil
+	ds.Spec = appsv1.DaemonSetSpec{}
+	return ds, nil
 }
 
 // slimPod keeps a pod's metadata and the parts of its status that health

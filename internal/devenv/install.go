@@ -14,6 +14,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -120,6 +121,22 @@ func (s *Stack) install(ctx context.Context) error {
 		if err := s.apply(ctx, u); err != nil {
 			return err
 		}
+	}
+	// The chart's placeholder PriorityClass (charts/userland/templates/
+	// priorityclass.yaml): a course with schedule.placeholders needs it.
+	pc := &schedulingv1.PriorityClass{
+		ObjectMeta:       metav1.ObjectMeta{Name: "userland-placeholder"},
+		Value:            -10,
+		PreemptionPolicy: ptr.To(corev1.PreemptNever),
+		Description:      "Userland courses' placeholder pods: they hold room for a session and give way to any pod.",
+	}
+	pc.SetGroupVersionKind(schedulingv1.SchemeGroupVersion.WithKind("PriorityClass"))
+	u, err := toUnstructured(pc)
+	if err != nil {
+		return err
+	}
+	if err := s.apply(ctx, u); err != nil {
+		return err
 	}
 	return s.demoBindings(ctx)
 }

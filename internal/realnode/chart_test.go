@@ -54,9 +54,13 @@ const (
 // certificate the controller generates (a bad Template is refused with
 // the field and the reason, a good one admitted); and that the in-cluster
 // gateway signs a user in and reaches their environment by its Service's
-// DNS name.
+// DNS name; and that a course's placeholder and image puller run on the
+// node (roomBeforeClass) and an environment preempts a placeholder
+// (placeholderPreempted).
 func TestChartOnRealNode(t *testing.T) {
-	r := installChart(t, nil)
+	// The node has no registry: placeholders and the pullers' main
+	// container run the node's own pause image.
+	r := installChart(t, nil, "controller.pauseImage=userland.local/pause:1")
 	n, installed := r.n, r.installed
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -93,6 +97,8 @@ func TestChartOnRealNode(t *testing.T) {
 	}
 	webhookServes(ctx, t, n, ns, installed)
 	gatewayReachesEnvironment(ctx, t, n, ns)
+	roomBeforeClass(ctx, t, n, ns)
+	placeholderPreempted(ctx, t, n, ns)
 }
 
 // webhookServes checks the validating webhook through its Service: the

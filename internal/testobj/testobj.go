@@ -266,3 +266,15 @@ func (w *CourseWrapper) WarmPercent(n int32) *CourseWrapper {
 	w.schedule().WarmPercent = &n
 	return w
 }
+
+// Placeholders sets schedule.placeholders.
+func (w *CourseWrapper) Placeholders(n int32) *CourseWrapper {
+	w.schedule().Placeholders = &n
+	return w
+}
+
+// PullImages sets schedule.pullImages.
+func (w *CourseWrapper) PullImages(pull bool) *CourseWrapper {
+	w.schedule().PullImages = &pull
+	return w
+}

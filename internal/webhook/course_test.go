@@ -93,6 +93,8 @@ func TestCourseValidation(t *testing.T) {
 			map[string]string{"spec.schedule.warmup": "at most 2h"}},
 		{"warm share above 100", valid().Weekly("Monday", "09:00", "10:00", "UTC").WarmPercent(101).Obj(),
 			map[string]string{"spec.schedule.warmPercent": "less than or equal to 100"}},
+		{"more than 200 placeholders", valid().Weekly("Monday", "09:00", "10:00", "UTC").Placeholders(201).Obj(),
+			map[string]string{"spec.schedule.placeholders": "less than or equal to 200"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
