@@ -61,6 +61,11 @@ func (v *CourseValidator) validate(ctx context.Context, old, c *v1alpha1.Course,
 		return nil, err
 	}
 	errs = append(errs, volErrs...)
+	roomErrs, err := v.checkPlaceholders(ctx, old, c, spec.Child("schedule", "placeholders"))
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, roomErrs...)
 	if !templates {
 		return nil, invalid("Course", c.Name, errs)
 	}
