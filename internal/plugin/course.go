@@ -149,6 +149,9 @@ func (o *options) printCourseStatus(c *v1alpha1.Course, items []v1alpha1.Userlan
 	if m := c.Spec.Limits.MaxRunning; m != nil {
 		_, _ = fmt.Fprintf(out, "Limit:    %d running at once\n", *m)
 	}
+	if s := describe.Session(c, now); s != "" {
+		_, _ = fmt.Fprintf(out, "Session:  %s\n", s)
+	}
 	for _, cond := range st.Conditions {
 		_, _ = fmt.Fprintf(out, "%-9s %s (%s): %s\n", cond.Type+":", cond.Status, cond.Reason, cond.Message)
 	}

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -79,11 +81,23 @@ func TestCourseImportListAndStatus(t *testing.T) {
 		t.Errorf("course list:\n%s", out)
 	}
 
+	// The controller's word on the timetable, as the status would hold it.
+	var crs v1alpha1.Course
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &crs); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(5 * time.Minute)
+	crs.Status.NextSession = &v1alpha1.CourseSessionStatus{Start: metav1.NewTime(start), End: metav1.NewTime(start.Add(time.Hour)), Warm: 4,
+		Images: &v1alpha1.CourseImagesStatus{Ready: 1, Desired: 2}}
+	if err := env.Client.Status().Update(ctx, &crs); err != nil {
+		t.Fatal(err)
+	}
 	out, _, err = kubectl(t, "-n", ns, "course", "status", "db")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Limit:    30 running at once", "a@uni.example   student   a-lab", "b@uni.example   student   <none>"} {
+	for _, want := range []string{"Limit:    30 running at once", "a@uni.example   student   a-lab", "b@uni.example   student   <none>",
+		"Session:  " + start.UTC().Format("Mon 2 Jan 15:04"), ": 4 warm, images on 1 of 2 nodes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("course status lacks %q:\n%s", want, out)
 		}
