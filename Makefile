@@ -133,15 +133,19 @@ bench: build control-plane ## Run the benchmarks (about 38 minutes on 2 cores: 2
 
 .PHONY: bench-class
 bench-class: build control-plane ## Only the class-start scenario, under each client limit set (14 minutes measured here); writes docs/benchmarks-class-start.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -out docs/benchmarks-class-start.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-warm-students 0 -out docs/benchmarks-class-start.md $(BENCH_FLAGS)
+
+.PHONY: bench-warm
+bench-warm: build control-plane ## Only the class start of a 200-student course, cold and then warmed by its timetable's warm-up; writes docs/benchmarks-course-warm.md.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -course-students 0 -out docs/benchmarks-course-warm.md $(BENCH_FLAGS)
 
 .PHONY: bench-course
 bench-course: build control-plane ## Only a 500-student course provisioned beside 500 plain Userlands; writes docs/benchmarks-course.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -out docs/benchmarks-course.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -class-warm-students 0 -out docs/benchmarks-course.md $(BENCH_FLAGS)
 
 .PHONY: bench-pages
 bench-pages: build control-plane ## Only the admin page at 10000 Userlands and a 2000-student course page, timed through the gateway, and a 2000-row roster import; writes docs/benchmarks-pages.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -course-students 0 -pages 10000 -out docs/benchmarks-pages.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -course-students 0 -class-warm-students 0 -pages 10000 -out docs/benchmarks-pages.md $(BENCH_FLAGS)
 
 .PHONY: bench-10k
 bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (as 50 courses), each on a fresh cluster: controller and gateway RSS, time to all Ready, steady writes, a rollout to all (about an hour here); writes docs/benchmarks-10000.md.
@@ -149,7 +153,7 @@ bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (
 
 .PHONY: bench-large
 bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.
-	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -real-wake=false -out docs/benchmarks-5000.md $(BENCH_FLAGS)
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -real-wake=false -class-warm-students 0 -out docs/benchmarks-5000.md $(BENCH_FLAGS)
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
