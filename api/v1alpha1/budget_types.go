@@ -75,9 +75,20 @@ type UsageStatus struct {
 	UsedSeconds int64 `json:"usedSeconds"`
 
 	// LimitSeconds is the period's budget in (weighted) seconds, grants
-	// included.
+	// not included.
 	// +kubebuilder:validation:Minimum=0
 	LimitSeconds int64 `json:"limitSeconds"`
+
+	// GrantedSeconds are extra (weighted) seconds staff granted for this
+	// period (AnnotationBudgetGrant).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	GrantedSeconds int64 `json:"grantedSeconds,omitempty"`
+
+	// GrantedBy is who the grant names, as the webhook admitted it.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	GrantedBy string `json:"grantedBy,omitempty"`
 
 	// RunningSince is when the current run began to count: the later of
 	// its start and periodStart. Absent while stopped. It survives a
