@@ -41,6 +41,9 @@ func TestBudgetWords(t *testing.T) {
 	if got := describe.BudgetHold(&v1alpha1.Userland{Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseStopped, StoppedReason: v1alpha1.StoppedIdle}}); got != "" {
 		t.Errorf("BudgetHold of an idle environment = %q, want none", got)
 	}
+	if d := describe.Environment(exhausted(nil, &metav1.Time{Time: reset})); d.Phase != "BudgetExhausted" || d.Running {
+		t.Errorf("Environment of an exhausted one = %+v, want the phase BudgetExhausted, not running", d)
+	}
 	u := &v1alpha1.UsageStatus{UsedSeconds: 5400, LimitSeconds: 36000, GrantedSeconds: 3600, PeriodEnd: &metav1.Time{Time: reset}}
 	if got, want := describe.Usage(u, reset.Add(-time.Hour)), "1h30m used of 11h, 9h30m left"; got != want {
 		t.Errorf("Usage = %q, want %q", got, want)
