@@ -154,3 +154,56 @@ func assertAround(t *testing.T, what string, got, want int64) {
 		t.Errorf("%s = %d s, want %d s (up to 30 s more)", what, got, want)
 	}
 }
+
+// TestBudgetsWriteNothingInSteadyStateAndOncePerEnvironmentAtRollover:
+// running budgeted environments cost no write while they run; at the
+// weekly rollover each running one gets exactly one status write (its
+// usage starting afresh), and nothing else is written.
+func TestBudgetsWriteNothingInSteadyStateAndOncePerEnvironmentAtRollover(t *testing.T) {
+	ctrl := startController(t)
+	ns := env.Namespace(t)
+	tmpl := template(ns, "t", "example.org/app:1")
+	tmpl.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 40, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
+	create(t, tmpl)
+	names := []string{"a", "b", "c", "d", "e"}
+	for _, n := range names {
+		create(t, userland(ns, n, "user-"+n, "t"))
+	}
+	for _, n := range names {
+		env.WaitPhase(t, ns, n, v1alpha1.PhaseReady)
+		waitUsage(t, ns, n, func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
+	}
+	env.Eventually(t, 30*time.Second, "the template counted five ready", func(ctx context.Context) (bool, error) {
+		var tm v1alpha1.Template
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "t"}, &tm)
+		return err == nil && tm.Status.ReadyUserlands == 5, err
+	})
+	time.Sleep(time.Second)
+	before := ctrl.writes.count(ns)
+	// Hours of running, within the week (short of its end on a Sunday night).
+	weekEnd := budget.WeekStart(ctrl.clock.Now()).AddDate(0, 0, 7)
+	ctrl.clock.Step(min(3*time.Hour, weekEnd.Sub(ctrl.clock.Now())-time.Minute))
+	for _, n := range names {
+		poke(t, ns, n)
+	}
+	time.Sleep(5 * time.Second)
+	if writes := ctrl.writes.count(ns) - before; writes != 0 {
+		t.Errorf("the controller wrote %d times while budgeted environments ran, want 0: %v", writes, ctrl.writes.requestsTo(ns))
+	}
+
+	// Next Monday 00:00 UTC: the timer each set fires (poked here, as the
+	// clock is moved, not waited for).
+	next := budget.WeekStart(ctrl.clock.Now()).AddDate(0, 0, 7)
+	ctrl.clock.Step(next.Sub(ctrl.clock.Now()) + time.Second)
+	statusBefore := ctrl.writes.statusWrites(ns)
+	for _, n := range names {
+		poke(t, ns, n)
+	}
+	for _, n := range names {
+		waitUsage(t, ns, n, func(u *v1alpha1.UsageStatus) bool { return u.PeriodStart.Time.Equal(next) })
+	}
+	time.Sleep(3 * time.Second)
+	if got := ctrl.writes.statusWrites(ns) - statusBefore; got != len(names) {
+		t.Errorf("%d status writes at the rollover of %d running environments, want one each", got, len(names))
+	}
+}
