@@ -26,8 +26,8 @@ func TestBudgetAccountingAcrossStopStartRestartAndExhaustion(t *testing.T) {
 	tmpl := template(ns, "t", "example.org/app:1")
 	tmpl.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 1, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
 	create(t, tmpl, userland(ns, "u", "alice", "t"))
-	ul := env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
-	ul = waitUsage(t, ns, "u", func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	ul := waitUsage(t, ns, "u", func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
 	if u := ul.Status.Usage; u.UsedSeconds != 0 || u.LimitSeconds != 3600 || u.WeightMilli != 1000 ||
 		!u.PeriodStart.Time.Equal(budget.WeekStart(ctrl.clock.Now())) {
 		t.Fatalf("usage at the start = %+v, want a fresh hour this week, running", u)
@@ -49,8 +49,8 @@ func TestBudgetAccountingAcrossStopStartRestartAndExhaustion(t *testing.T) {
 
 	// Started again, then the controller is stopped for half an hour.
 	act(t, ctx, ns, "u", actions.Start, ctrl.clock.Now())
-	ul = waitUsage(t, ns, "u", func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
-	offset := ctrl.clock.Now().Sub(time.Now())
+	waitUsage(t, ns, "u", func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
+	offset := time.Until(ctrl.clock.Now())
 	ctrl.stop()
 	ctrl = startController(t)
 	ctrl.clock.Step(offset + 30*time.Minute)
