@@ -46,6 +46,8 @@ func TestBudgetUsageSurvivesAControllerKill(t *testing.T) {
 	waitLeader(t, holder, 2*time.Minute)
 	down := time.Since(killed)
 	t.Logf("the new process took the lease %s after the kill", down.Round(time.Millisecond))
+	// The new process recounts the template once; then all is quiet.
+	waitTemplateCounts(t, ns, "lab", n)
 	checkQuiet(t, ns, 10*time.Second)
 	if after := runningSince(t, ns); len(after) != n {
 		t.Fatalf("after the kill %d of %d environments have usage.runningSince", len(after), n)
