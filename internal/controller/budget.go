@@ -39,8 +39,8 @@ func decideBudget(d *RunDecision, in RunInput, idleStoppedAt *time.Time) {
 		return
 	}
 	// The usage as of now, the run so far included, before deciding.
-	now := budget.Advance(in.Userland.Status.Usage, *in.Budget, in.Now, d.WasRunning)
-	exhausted := budget.Remaining(now, in.Now) <= 0
+	sofar := budget.Advance(in.Userland.Status.Usage, *in.Budget, in.Now, d.WasRunning)
+	exhausted := budget.Remaining(sofar, in.Now) <= 0
 	switch {
 	case exhausted && d.Running:
 		d.Running, d.StopReason, d.WarnStopAt, d.Woken = false, v1alpha1.StoppedBudgetExhausted, nil, false
