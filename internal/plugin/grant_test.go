@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -44,6 +45,17 @@ func TestGrantAddsHoursForTheCurrentWeek(t *testing.T) {
 	}
 	if !g.PeriodStart.Equal(budget.WeekStart(time.Now())) || g.Hours != 5 || g.By == "" {
 		t.Errorf("grant after 3 and 2 hours = %+v, want 5 hours this week by the caller", g)
+	}
+
+	// course status shows the budget and, from status, each one's use.
+	got.Status.Usage = &v1alpha1.UsageStatus{PeriodStart: metav1.NewTime(g.PeriodStart), PeriodEnd: &metav1.Time{Time: g.PeriodStart.AddDate(0, 0, 7)},
+		UsedSeconds: 3600, LimitSeconds: 36000, GrantedSeconds: 5 * 3600}
+	if err := env.Client.Status().Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := kubectl(t, "-n", ns, "course", "status", "db")
+	if err != nil || !strings.Contains(out, "Budget:   10 hours per student per week (weighting None)") || !strings.Contains(out, "1h used of 15h, 14h left") {
+		t.Errorf("course status (%v):\n%s", err, out)
 	}
 
 	for _, tc := range []struct {
