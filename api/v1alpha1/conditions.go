@@ -112,6 +112,9 @@ const (
 	// ReasonUnenrolled means the user left the course's roster
 	// (StoppedUnenrolled).
 	ReasonUnenrolled = string(StoppedUnenrolled)
+	// ReasonBudgetExhausted means the compute-hour budget is used up
+	// (StoppedBudgetExhausted).
+	ReasonBudgetExhausted = string(StoppedBudgetExhausted)
 )
 
 // Container waiting reasons, defined by Kubernetes, that the Ready

@@ -261,6 +261,12 @@ type CourseLimits struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, quantity(self[k]).isGreaterThan(quantity('0')))",message="caps must be positive"
 	// +optional
 	PerStudent corev1.ResourceList `json:"perStudent,omitempty"`
+
+	// Budget is each student's compute hours per week or per term; staff
+	// are exempt. It is counted per environment: a student with two of
+	// the course's templates has this budget in each.
+	// +optional
+	Budget *BudgetSpec `json:"budget,omitempty"`
 }
 
 // CourseLifecycle says what happens to students' environments after the

@@ -69,6 +69,13 @@ type TemplateSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Network *NetworkSpec `json:"network,omitempty"`
+
+	// Budget is each environment's compute hours per week, for
+	// environments outside a course (a course's limits.budget governs its
+	// own). Only Week applies: a template has no term.
+	// +kubebuilder:validation:XValidation:rule="!has(self.period) || self.period == 'Week'",message="a template's budget resets weekly; Term needs a course (limits.budget)",fieldPath=".period"
+	// +optional
+	Budget *BudgetSpec `json:"budget,omitempty"`
 }
 
 // Egress is what an environment's pods may connect to.

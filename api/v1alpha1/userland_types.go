@@ -80,7 +80,7 @@ const (
 )
 
 // StoppedReason says why an environment is stopped.
-// +kubebuilder:validation:Enum=Suspended;Idle;NotStarted;Queued;BeforeTerm;TermEnded;Unenrolled
+// +kubebuilder:validation:Enum=Suspended;Idle;NotStarted;Queued;BeforeTerm;TermEnded;Unenrolled;BudgetExhausted
 type StoppedReason string
 
 const (
@@ -103,6 +103,11 @@ const (
 	StoppedTermEnded StoppedReason = "TermEnded"
 	// StoppedUnenrolled means its user is no longer on its course's roster.
 	StoppedUnenrolled StoppedReason = "Unenrolled"
+	// StoppedBudgetExhausted means its compute-hour budget (its course's
+	// limits.budget, or its template's budget) is used up; status.usage
+	// says when it resets. It starts again only after that, or once staff
+	// grant more (AnnotationBudgetGrant).
+	StoppedBudgetExhausted StoppedReason = "BudgetExhausted"
 )
 
 // ActivitySource says what kind of use the gateway last recorded.
@@ -173,6 +178,11 @@ type UserlandStatus struct {
 	// (1 is next) while it is stopped as Queued.
 	// +optional
 	QueuePosition int32 `json:"queuePosition,omitempty"`
+
+	// Usage is the environment's use of its compute-hour budget; absent
+	// when no budget applies.
+	// +optional
+	Usage *UsageStatus `json:"usage,omitempty"`
 
 	// UpdatePending is true while a template change waits for the rollout
 	// policy to allow it.

@@ -81,6 +81,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.StringVar(&opts.ClusterDNS.PodSelector, "cluster-dns-pod-selector", controller.DefaultClusterDNSPodSelector, "label selector of the cluster's DNS pods")
 	f.StringSliceVar(&opts.ClusterDNS.CIDRs, "cluster-dns-cidrs", nil, "further DNS servers environments may query on port 53, e.g. NodeLocal DNSCache's 169.254.20.10/32")
 	f.DurationVar(&opts.RolloutIdleAfter, "rollout-idle-after", 10*time.Minute, "how long without activity before a WhenIdle template change is applied to a running environment")
+	f.BoolVar(&opts.BudgetMetricsUserLabel, "budget-metrics-user-label", false, "add a user label to userland_usage_seconds_total and userland_budget_remaining_seconds (one series per person: mind the cardinality)")
 	f.DurationVar(&opts.FirstStatusWindow, "first-status-window", controller.DefaultFirstStatusWindow, "how long a new environment's first Starting status is held back: one Ready within it gets a single status write instead of two (0: write Starting at once)")
 	f.StringVar(&opts.Room.PriorityClass, "placeholder-priority-class", controller.DefaultPlaceholderPriorityClass, "PriorityClass of courses' placeholder pods (the chart ships it: value -10, preemptionPolicy Never)")
 	f.StringVar(&opts.Room.PauseImage, "pause-image", controller.DefaultPauseImage, "image of placeholder pods and of the image pullers' main container: sleeps, as non-root")

@@ -70,7 +70,7 @@ var reviewed = map[string][]grant{
 		{what: "events: list", why: "the dashboard shows an environment's latest event (core events, field selector, from the API server)"},
 		{what: "namespaces: get list watch", why: "their userland.dev/instructor-groups annotation (informer)"},
 		{what: "userland.dev/clustertemplates: get list watch", why: "routing and the dashboard (informer)"},
-		{what: "userland.dev/courses: enroll get list patch watch", why: "rosters (informer); patch: staff import a roster from the course page; enroll: sign-in provisioning for a course's students sets its label"},
+		{what: "userland.dev/courses: enroll get grant list patch watch", why: "rosters (informer); patch: staff import a roster from the course page; enroll: sign-in provisioning for a course's students sets its label; grant: the course page's Grant hours, after a SubjectAccessReview for the person"},
 		{what: "userland.dev/templates: get list watch", why: "routing and the dashboard (informer)"},
 		{what: "userland.dev/userlands: create get list patch watch", why: "routing (informer); create: auto-provisioning; patch: start, stop, restart, update after a SubjectAccessReview; no delete"},
 		{what: "userland.dev/userlands/status: patch", why: "status.lastActivity"},
@@ -94,6 +94,10 @@ var reviewed = map[string][]grant{
 		{what: "userland.dev/templates: get list watch", why: "choosing a course's templates"},
 		{what: "userland.dev/userlands: get list watch", why: "seeing students' environments; no patch: start/stop/restart go through the dashboard, which checks staff and course"},
 		{what: "userland.dev/userlands/status: get", why: "seeing environment status"},
+	},
+	"ClusterRole/userland-budget-granter": {
+		{what: "userland.dev/courses: get grant list watch", why: "granting students extra compute hours (the webhook asks RBAC for grant); bound per namespace"},
+		{what: "userland.dev/userlands: get grant list watch", why: "granting budget to environments outside a course; no patch: kubectl userland grant needs edit's too"},
 	},
 	"ClusterRole/userland-viewer": {
 		{what: "userland.dev/clustertemplates: get list watch", why: "read-only, aggregated into view"},

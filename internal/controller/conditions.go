@@ -59,6 +59,8 @@ func readiness(s *reconcileState, err error) (metav1.ConditionStatus, string, st
 		return metav1.ConditionFalse, v1alpha1.ReasonIdle, "stopped after no activity; the next request wakes it"
 	case !s.running && s.stopReason == v1alpha1.StoppedNotStarted:
 		return metav1.ConditionFalse, v1alpha1.ReasonNotStarted, "not started yet; it starts when its user first opens it"
+	case !s.running && s.stopReason == v1alpha1.StoppedBudgetExhausted:
+		return metav1.ConditionFalse, v1alpha1.ReasonBudgetExhausted, describe.BudgetStop(s.ul.Status.Usage)
 	case !s.running && s.course != nil && s.stopReason != v1alpha1.StoppedSuspended:
 		return metav1.ConditionFalse, string(s.stopReason), courseStopMessage(s)
 	case !s.running:

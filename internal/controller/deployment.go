@@ -28,6 +28,7 @@ func parseTime(s string) *time.Time {
 // reconcileDeployment asks decideRun whether the environment runs, then
 // chooses the pod template it runs (rollout policy) and applies it.
 func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
+	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role)
 	d, err := decideRun(RunInput{
 		Now: s.now, Userland: s.ul, Idle: s.template.Spec.Idle,
 		Course: s.course, Role: s.role, NotAllowed: s.notAllowed != nil,
@@ -35,6 +36,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		Admit: func(maxRunning int, since time.Time) (int, error) {
 			return r.admit(ctx, s, maxRunning, since)
 		},
+		Budget: budgetOf(s.ul, s.template.Spec, s.course, s.role, &desiredPod.Spec, s.now),
 	})
 	if err != nil {
 		return ctrl.Result{}, err
@@ -47,13 +49,13 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 			"stopped after %s without activity", s.template.Spec.Idle.Timeout.Duration)
 		r.Metrics.idleStop()
 	}
+	r.recordUsage(s, d)
 	if d.Woken {
 		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Woken", "Start", "started by activity after an idle stop")
 	}
 	result := ctrl.Result{RequeueAfter: d.RequeueAfter}
 	wasRunning := d.WasRunning
 
-	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role)
 	pod, pending, requeue, err := r.choosePodTemplate(ctx, s, desiredPod, wasRunning, d.LastActive)
 	if err != nil {
 		return ctrl.Result{}, err

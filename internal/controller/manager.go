@@ -88,6 +88,9 @@ type Options struct {
 	// that restart the controller); controller-runtime otherwise refuses
 	// reused controller names.
 	AllowRestart bool
+	// BudgetMetricsUserLabel adds the user label to the budget metrics:
+	// one series per person, so off by default.
+	BudgetMetricsUserLabel bool
 }
 
 // NewManager builds a manager running the Userland and template-status
@@ -175,6 +178,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		FirstStatusWindow: opts.FirstStatusWindow,
 		Metrics:           NewMetrics(opts.Registry, mgr.GetCache()),
 	}
+	opts.Registry.MustRegister(newBudgetCollector(mgr.GetCache(), opts.Clock, opts.BudgetMetricsUserLabel))
 	if err := r.SetupWithManager(mgr, opts.Workers); err != nil {
 		return nil, fmt.Errorf("setting up userland controller: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/budget"
 	"github.com/userland-dev/userland/internal/course"
 )
 
@@ -34,6 +35,9 @@ type RunInput struct {
 	// limit who would start now, for their place in the course's queue
 	// (0: admitted). It is the one part that looks at other environments.
 	Admit func(maxRunning int, since time.Time) (int, error)
+	// Budget is the compute-hour budget that governs it now, nil when
+	// none does (budgetOf).
+	Budget *budget.Budget
 }
 
 // RunDecision is the answer: whether it runs, why not, and what the
@@ -67,6 +71,13 @@ type RunDecision struct {
 	// IdleStopped and Woken are true when it stops for idleness now, or
 	// starts again on activity after an idle stop: events to record.
 	IdleStopped, Woken bool
+	// BudgetExhausted is true when it stops now because its budget ran
+	// out: an event to record.
+	BudgetExhausted bool
+	// Usage is its status.usage from now on, nil when no budget governs
+	// it; equal to what it had unless it starts, stops, rolls over or its
+	// budget changed.
+	Usage *v1alpha1.UsageStatus
 }
 
 // decideRun decides whether the environment runs: the namespace's access,
@@ -95,6 +106,7 @@ func decideRun(in RunInput) (RunDecision, error) {
 		d.StopReason = v1alpha1.StoppedSuspended
 	default:
 		decideIdle(&d, in, startedAt, idleStoppedAt, asked)
+		decideBudget(&d, in, idleStoppedAt)
 	}
 	if in.Course != nil && !in.Userland.Spec.Suspend {
 		if err := decideCourse(&d, in, idleStoppedAt); err != nil {
@@ -116,6 +128,7 @@ func decideRun(in RunInput) (RunDecision, error) {
 		}
 		d.Annotations[AnnotationStartedAt] = stamp(started)
 	}
+	settleUsage(&d, in)
 	return d, nil
 }
 

@@ -58,10 +58,11 @@ func Environment(ul *v1alpha1.Userland) Description {
 			d.Message = "stopped because nobody used it; opening it starts it again"
 		case v1alpha1.StoppedNotStarted:
 			d.Message = "not started yet; opening it starts it"
-		case v1alpha1.StoppedQueued, v1alpha1.StoppedBeforeTerm, v1alpha1.StoppedTermEnded, v1alpha1.StoppedUnenrolled:
-			// A course holds it: the reason is the phase shown, and the
-			// controller's words (the place in line, the term's dates)
-			// the message.
+		case v1alpha1.StoppedQueued, v1alpha1.StoppedBeforeTerm, v1alpha1.StoppedTermEnded, v1alpha1.StoppedUnenrolled,
+			v1alpha1.StoppedBudgetExhausted:
+			// A course or a budget holds it: the reason is the phase
+			// shown, and the controller's words (the place in line, the
+			// term's dates, the budget's reset) the message.
 			d.Phase = string(ul.Status.StoppedReason)
 		default:
 			d.Message = "stopped"

@@ -68,6 +68,12 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
 	}
+	if why := describe.BudgetHold(ul); why != "" {
+		// Waking would be refused until the reset or a grant; recording
+		// the ask would start it by itself once either comes.
+		s.progress(w, ul, http.StatusServiceUnavailable, why)
+		return nil, false
+	}
 	timeout := s.WakeTimeout
 	if timeout == 0 {
 		timeout = time.Minute

@@ -152,19 +152,23 @@ func (o *options) printCourseStatus(c *v1alpha1.Course, items []v1alpha1.Userlan
 	if s := describe.Session(c, now); s != "" {
 		_, _ = fmt.Fprintf(out, "Session:  %s\n", s)
 	}
+	if b := c.Spec.Limits.Budget; b != nil {
+		_, _ = fmt.Fprintf(out, "Budget:   %d hours per student per %s (weighting %s)\n", b.Hours, strings.ToLower(string(b.Period)), b.Weighting)
+	}
 	for _, cond := range st.Conditions {
 		_, _ = fmt.Fprintf(out, "%-9s %s (%s): %s\n", cond.Type+":", cond.Status, cond.Reason, cond.Message)
 	}
 	_, _ = fmt.Fprintln(out)
 	sortUserlands(items)
 	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	_, _ = fmt.Fprintln(w, "USER\tROLE\tNAME\tTEMPLATE\tPHASE\tLAST USED")
+	_, _ = fmt.Fprintln(w, "USER\tROLE\tNAME\tTEMPLATE\tPHASE\tLAST USED\tCOMPUTE HOURS")
 	seen := map[string]bool{}
 	for i := range items {
 		ul := &items[i]
 		seen[ul.Spec.User] = true
 		role := cmp.Or(string(course.RoleOf(c, ul)), "unenrolled")
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", ul.Spec.User, role, ul.Name, ul.Spec.TemplateRef.Name, describe.Column(ul), lastActivity(ul, now))
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ul.Spec.User, role, ul.Name, ul.Spec.TemplateRef.Name, describe.Column(ul), lastActivity(ul, now),
+			cmp.Or(describe.Usage(ul.Status.Usage, now), "-"))
 	}
 	for _, u := range c.Spec.Students.Users {
 		if !seen[u] {

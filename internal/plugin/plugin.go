@@ -59,7 +59,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.SetErr(streams.ErrOut)
 	o.flags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "across all namespaces")
-	cmd.AddCommand(o.listCommand(), o.createCommand(), o.importCommand(), o.pendingCommand(), o.openCommand(), o.courseCommand())
+	cmd.AddCommand(o.listCommand(), o.createCommand(), o.importCommand(), o.pendingCommand(), o.openCommand(), o.courseCommand(), o.grantCommand())
 	for _, v := range []actions.Verb{actions.Start, actions.Stop, actions.Restart} {
 		cmd.AddCommand(o.actionCommand(v))
 	}

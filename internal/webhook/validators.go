@@ -129,7 +129,7 @@ type UserlandValidator struct {
 // ValidateCreate checks a new Userland: its course link (see
 // validateCourseLink) and its template reference.
 func (v *UserlandValidator) ValidateCreate(ctx context.Context, ul *v1alpha1.Userland) (admission.Warnings, error) {
-	if errs, err := v.validateCourseLink(ctx, nil, ul); err != nil || len(errs) > 0 {
+	if errs, err := v.validateLinks(ctx, nil, ul); err != nil || len(errs) > 0 {
 		return nil, errors.Join(err, invalid("Userland", ul.Name, errs))
 	}
 	return v.validateTemplateRef(ctx, ul)
@@ -179,13 +179,28 @@ func missingTemplateWarning(err error, ref v1alpha1.TemplateReference, namespace
 // ValidateUpdate checks a change of a Userland's course link, and
 // re-checks its reference when that changed.
 func (v *UserlandValidator) ValidateUpdate(ctx context.Context, old, ul *v1alpha1.Userland) (admission.Warnings, error) {
-	if errs, err := v.validateCourseLink(ctx, old, ul); err != nil || len(errs) > 0 {
+	if errs, err := v.validateLinks(ctx, old, ul); err != nil || len(errs) > 0 {
 		return nil, errors.Join(err, invalid("Userland", ul.Name, errs))
 	}
 	if old.Spec.TemplateRef == ul.Spec.TemplateRef {
 		return nil, nil
 	}
 	return v.validateTemplateRef(ctx, ul)
+}
+
+// validateLinks checks what ties a Userland to who may act on it: its
+// course link and its budget grant, each answered by the API server for
+// the requester.
+func (v *UserlandValidator) validateLinks(ctx context.Context, old, ul *v1alpha1.Userland) (field.ErrorList, error) {
+	errs, err := v.validateCourseLink(ctx, old, ul)
+	if err != nil {
+		return nil, err
+	}
+	grantErrs, err := v.validateBudgetGrant(ctx, old, ul)
+	if err != nil {
+		return nil, err
+	}
+	return append(errs, grantErrs...), nil
 }
 
 // ValidateDelete allows every deletion.

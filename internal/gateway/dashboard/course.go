@@ -77,6 +77,10 @@ func (d *Dashboard) course(w http.ResponseWriter, r *http.Request, id session.Id
 	verb := r.PostFormValue("action")
 	switch verb {
 	case "import", "start", "stop", "restart":
+	case "grant":
+		// Granting asks RBAC for its own verb, not for course changes.
+		d.courseGrant(w, r, id, c)
+		return
 	default:
 		gwpages.Error(w, r, http.StatusBadRequest, "unknown action")
 		return

@@ -28,7 +28,15 @@ type CourseFilter struct {
 	// Phase keeps members with an environment in it (and only those
 	// environments), or NoEnvironment those without one.
 	Phase string
+	// Sort is SortUser (the default) or SortUsage (the most used first).
+	Sort string
 }
+
+// The course page's orders.
+const (
+	SortUser  = "user"
+	SortUsage = "usage"
+)
 
 func courseFilter(q url.Values) (CourseFilter, error) {
 	var f CourseFilter
@@ -36,7 +44,10 @@ func courseFilter(q url.Values) (CourseFilter, error) {
 	if f.User, err = filterValue(q, "user"); err != nil {
 		return f, err
 	}
-	f.Phase, err = oneOf(q, "phase", append(slices.Clone(phases), NoEnvironment))
+	if f.Phase, err = oneOf(q, "phase", append(slices.Clone(phases), NoEnvironment)); err != nil {
+		return f, err
+	}
+	f.Sort, err = oneOf(q, "sort", []string{SortUser, SortUsage})
 	return f, err
 }
 
@@ -99,7 +110,7 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 			m = &CourseMember{User: ul.Spec.User, Role: course.RoleOf(c, ul)}
 			byUser[ul.Spec.User] = m
 		}
-		row := rowOf(ul, reason)
+		row := withUsage(rowOf(ul, reason), ul, d.now())
 		m.Rows = append(m.Rows, row)
 		if row.Phase == string(v1alpha1.StoppedQueued) {
 			queue = append(queue, row)
@@ -126,8 +137,17 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 		if a.Role != b.Role {
 			return strings.Compare(string(b.Role), string(a.Role)) // students, then staff
 		}
+		if f.Sort == SortUsage {
+			if c := cmp.Compare(mostUsed(b), mostUsed(a)); c != 0 {
+				return c // the most used first
+			}
+		}
 		return strings.Compare(a.User, b.User)
 	})
+	if q.Get("format") == "csv" {
+		usageCSV(w, c, members)
+		return
+	}
 	filterQuery := f.query(c)
 	pager, lo, hi := paginate(CoursePath, filterQuery, len(members), page, limit)
 	slices.SortFunc(queue, func(a, b Row) int { return cmp.Compare(a.QueuePosition, b.QueuePosition) })
@@ -143,6 +163,7 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 			ctrl.LoggerFrom(ctx).Error(changeErr, "checking a course change with the API server", "course", c.Name)
 		}
 	}
+	canGrant := c.Spec.Limits.Budget != nil && d.mayGrant(ctx, id, c) == nil
 	var problems []string
 	for _, cond := range c.Status.Conditions {
 		if cond.Status != "True" && cond.Type != v1alpha1.ConditionReady {
@@ -172,9 +193,24 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 		// actions; CannotChange says why they are missing.
 		CanChange    bool
 		CannotChange string
+		// CanGrant offers "Grant hours" on students' rows: RBAC's grant.
+		CanGrant bool
+		// UsageQuery is the roster's query sorted by usage; CSVQuery as CSV.
+		UsageQuery, CSVQuery string
 	}{d.pageFor(ctx, r, id, "Course: "+courseTitle(c)), c, course.PhaseAt(c, now), members[lo:hi], len(byUser), pager, f,
 		append(slices.Clone(phases), NoEnvironment), queue, queued, problems,
-		pageBack(CoursePath, filterQuery, pager.Page, limit), now, changeErr == nil, cannotChange})
+		pageBack(CoursePath, filterQuery, pager.Page, limit), now, changeErr == nil, cannotChange,
+		canGrant, withQuery(filterQuery, "sort", SortUsage), withQuery(filterQuery, "format", "csv")})
+}
+
+// withQuery is q with key set to value, encoded.
+func withQuery(q url.Values, key, value string) string {
+	out := url.Values{}
+	for k, v := range q {
+		out[k] = slices.Clone(v)
+	}
+	out.Set(key, value)
+	return out.Encode()
 }
 
 // query is f on c's page as a link's query.
@@ -185,6 +221,9 @@ func (f CourseFilter) query(c *v1alpha1.Course) url.Values {
 	}
 	if f.Phase != "" {
 		q.Set("phase", f.Phase)
+	}
+	if f.Sort != "" {
+		q.Set("sort", f.Sort)
 	}
 	return q
 }

@@ -47,6 +47,12 @@ type Row struct {
 	Access        authz.Reason
 	// QueuePosition is the place in its course's queue, 0 when not queued.
 	QueuePosition int32
+	// Budgeted is true when a compute-hour budget governs it; Usage says
+	// its use in words, UsedSeconds and RemainingSeconds in numbers
+	// (withUsage).
+	Budgeted                      bool
+	Usage                         string
+	UsedSeconds, RemainingSeconds int64
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
@@ -72,9 +78,10 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 // visible lists the environments id may reach, keeping those keep admits.
 func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(authz.Reason, *v1alpha1.Userland) bool) ([]Row, error) {
 	var rows []Row
+	now := d.now()
 	err := d.reachable(ctx, id, func(access authz.Reason, ul *v1alpha1.Userland) {
 		if keep(access, ul) {
-			rows = append(rows, rowOf(ul, access))
+			rows = append(rows, withUsage(rowOf(ul, access), ul, now))
 		}
 	})
 	slices.SortFunc(rows, func(a, b Row) int {

@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/course"
+)
+
+// budgetOf is the budget that governs an environment running pod at now,
+// nil when none does: its course's for a student (staff are exempt, as
+// from the term), else its template's for an environment outside a
+// course. A course governs its environments alone: without a budget of
+// its own, its template's does not apply to them.
+func budgetOf(ul *v1alpha1.Userland, tmpl *v1alpha1.TemplateSpec, c *v1alpha1.Course, role course.Role, pod *corev1.PodSpec, now time.Time) *budget.Budget {
+	grant := ul.Annotations[v1alpha1.AnnotationBudgetGrant]
+	switch {
+	case c != nil && role == course.Student && c.Spec.Limits.Budget != nil:
+		b := budget.For(*c.Spec.Limits.Budget, c.Spec.Term.Start.Time, pod, grant, now)
+		return &b
+	case c == nil && tmpl.Budget != nil:
+		b := budget.For(*tmpl.Budget, time.Time{}, pod, grant, now)
+		return &b
+	}
+	return nil
+}
+
+// decideBudget stops an environment whose budget is used up, or keeps a
+// stopped one from starting, with reason BudgetExhausted; it runs before
+// the course's rules, so a course's own reason (the term, the roster)
+// wins, and an exhausted start never takes a place under maxRunning. A
+// running one is requeued for the exact instant it runs out, and an
+// exhausted one for its reset.
+func decideBudget(d *RunDecision, in RunInput, idleStoppedAt *time.Time) {
+	if in.Budget == nil {
+		return
+	}
+	// The usage as of now, the run so far included, before deciding.
+	sofar := budget.Advance(in.Userland.Status.Usage, *in.Budget, in.Now, d.WasRunning)
+	exhausted := budget.Remaining(sofar, in.Now) <= 0
+	switch {
+	case exhausted && d.Running:
+		d.Running, d.StopReason, d.WarnStopAt, d.Woken = false, v1alpha1.StoppedBudgetExhausted, nil, false
+		d.BudgetExhausted = d.WasRunning
+		stoppedAt := in.Now
+		if idleStoppedAt != nil && !d.WasRunning {
+			stoppedAt = *idleStoppedAt
+		}
+		// Stopped as if idle: once the budget allows again, it starts
+		// when its user next asks, not by itself at the reset.
+		d.Annotations[AnnotationIdleStoppedAt] = stamp(stoppedAt)
+	case exhausted && (d.StopReason == v1alpha1.StoppedIdle || d.StopReason == v1alpha1.StoppedNotStarted):
+		// Stopped anyway, but what the user must be told is the budget.
+		d.StopReason = v1alpha1.StoppedBudgetExhausted
+	}
+	if exhausted && !in.Budget.Period.End.IsZero() {
+		d.RequeueAfter = soonest(d.RequeueAfter, in.Budget.Period.End.Sub(in.Now))
+	}
+}
+
+// settleUsage is the usage to persist once the run is decided, and the
+// requeue for a running environment's exhaustion or rollover.
+func settleUsage(d *RunDecision, in RunInput) {
+	if in.Budget == nil {
+		return
+	}
+	d.Usage = budget.Advance(in.Userland.Status.Usage, *in.Budget, in.Now, d.Running)
+	if !d.Running {
+		return
+	}
+	if at := budget.ExhaustedAt(d.Usage); !at.IsZero() {
+		// Exactly when it runs out, at least a second on (the deadline
+		// has whole seconds; Remaining is 0 there).
+		d.RequeueAfter = soonest(d.RequeueAfter, max(at.Sub(in.Now), time.Second))
+	}
+	if end := in.Budget.Period.End; !end.IsZero() {
+		// The rollover: a running environment's usage restarts at zero.
+		d.RequeueAfter = soonest(d.RequeueAfter, max(end.Sub(in.Now), time.Second))
+	}
+}
+
+// recordUsage publishes the decided usage in status, with an event when
+// the budget ran out or staff granted more.
+func (r *UserlandReconciler) recordUsage(s *reconcileState, d RunDecision) {
+	before := s.ul.Status.Usage
+	s.ul.Status.Usage = d.Usage
+	if d.BudgetExhausted {
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, v1alpha1.ReasonBudgetExhausted, "Stop",
+			"stopped: the compute-hour budget is used up (%s)", describeReset(d.Usage))
+	}
+	if d.Usage != nil && d.Usage.GrantedSeconds > 0 && (before == nil || !before.PeriodStart.Equal(&d.Usage.PeriodStart) ||
+		before.GrantedSeconds != d.Usage.GrantedSeconds) {
+		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "BudgetGranted", "Grant",
+			"%s: %s extra this period in all", grantedBy(d.Usage.GrantedBy), hours(d.Usage.GrantedSeconds))
+	}
+}
+
+func describeReset(u *v1alpha1.UsageStatus) string {
+	if at := budget.ResetAt(u); !at.IsZero() {
+		return "it resets at " + at.UTC().Format(time.RFC3339)
+	}
+	return "it lasts the term; ask the course staff for more"
+}
+
+func grantedBy(by string) string {
+	if by == "" {
+		return "extra hours"
+	}
+	return by + " granted extra hours"
+}
+
+func hours(seconds int64) string {
+	return (time.Duration(seconds) * time.Second).String()
+}

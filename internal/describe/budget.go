@@ -1,0 +1,62 @@
+package describe
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/budget"
+)
+
+// BudgetStop is the controller's Ready message for an environment stopped
+// because its budget is used up. It names no "now", so it stays the same
+// from one reconcile to the next and costs no write.
+func BudgetStop(u *v1alpha1.UsageStatus) string {
+	if at := budget.ResetAt(u); !at.IsZero() {
+		return "the compute-hour budget is used up; it resets at " + at.UTC().Format(time.RFC3339)
+	}
+	return "the compute-hour budget for the term is used up"
+}
+
+// BudgetHold is why ul's budget keeps it stopped, in plain words for its
+// user: when it resets and whom to ask for more; "" when it does not.
+func BudgetHold(ul *v1alpha1.Userland) string {
+	if ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason != v1alpha1.StoppedBudgetExhausted {
+		return ""
+	}
+	ask := "an administrator"
+	if ul.Labels[v1alpha1.LabelCourse] != "" {
+		ask = "your course's staff (instructor or teaching assistant)"
+	}
+	when := "It does not reset before the course's term ends."
+	if at := budget.ResetAt(ul.Status.Usage); !at.IsZero() {
+		when = "It resets on " + at.UTC().Format("Monday 2 January 2006 at 15:04 MST") + "."
+	}
+	return fmt.Sprintf("Your compute-hour budget for this environment is used up. %s To keep working before then, ask %s to grant you more hours. Your files were kept.", when, ask)
+}
+
+// Usage is an environment's use of its budget at now in plain words, such
+// as "1h30m used of 10h, 8h30m left", or "" without a budget.
+func Usage(u *v1alpha1.UsageStatus, now time.Time) string {
+	if u == nil {
+		return ""
+	}
+	limit := u.LimitSeconds + u.GrantedSeconds
+	if u.PeriodEnd != nil && !now.Before(u.PeriodEnd.Time) {
+		limit = u.LimitSeconds
+	}
+	return fmt.Sprintf("%s used of %s, %s left", Hours(budget.Used(u, now)), Hours(limit), Hours(max(0, budget.Remaining(u, now))))
+}
+
+// Hours is seconds as hours and minutes: "1h30m", "45m", "10h".
+func Hours(seconds int64) string {
+	m := seconds / 60
+	switch h := m / 60; {
+	case h == 0:
+		return fmt.Sprintf("%dm", m)
+	case m%60 == 0:
+		return fmt.Sprintf("%dh", h)
+	default:
+		return fmt.Sprintf("%dh%02dm", h, m%60)
+	}
+}

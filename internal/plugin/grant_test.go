@@ -1,0 +1,73 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+// TestGrantAddsHoursForTheCurrentWeek: kubectl userland grant adds to
+// the student's grant for this week, names the caller as the API server
+// knows them, and refuses a course without a budget or a student without
+// an environment. (Who may grant is the webhook's: TestOnlyGrantersGrantBudget.)
+func TestGrantAddsHoursForTheCurrentWeek(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	crs := testobj.MakeCourse(ns, "db").Students("a@uni.example").Template("lab", v1alpha1.ProvisionUpFront).Obj()
+	crs.Spec.Limits.Budget = &v1alpha1.BudgetSpec{Hours: 10, Period: v1alpha1.BudgetWeek}
+	mustCreate(t, testobj.MakeTemplate(ns, "lab").Obj(), crs, testobj.MakeCourse(ns, "free").Template("lab", v1alpha1.ProvisionUpFront).Obj())
+	ul := course.NewUserland(crs, "a@uni.example", course.BasisStudentUser, v1alpha1.TemplateReference{Name: "lab"})
+	ul.Name = "a-lab"
+	mustCreate(t, ul)
+
+	for _, h := range []string{"3", "2"} {
+		if out, _, err := kubectl(t, "-n", ns, "grant", "db", "a@uni.example", "--hours", h); err != nil || !strings.Contains(out, "a-lab granted "+h+" more hours") {
+			t.Fatalf("grant %s: %q, %v", h, out, err)
+		}
+	}
+	var got v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-lab"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	g, err := budget.ParseGrant(got.Annotations[v1alpha1.AnnotationBudgetGrant])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.PeriodStart.Equal(budget.WeekStart(time.Now())) || g.Hours != 5 || g.By == "" {
+		t.Errorf("grant after 3 and 2 hours = %+v, want 5 hours this week by the caller", g)
+	}
+
+	// course status shows the budget and, from status, each one's use.
+	got.Status.Usage = &v1alpha1.UsageStatus{PeriodStart: metav1.NewTime(g.PeriodStart), PeriodEnd: &metav1.Time{Time: g.PeriodStart.AddDate(0, 0, 7)},
+		UsedSeconds: 3600, LimitSeconds: 36000, GrantedSeconds: 5 * 3600}
+	if err := env.Client.Status().Update(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := kubectl(t, "-n", ns, "course", "status", "db")
+	if err != nil || !strings.Contains(out, "Budget:   10 hours per student per week (weighting None)") || !strings.Contains(out, "1h used of 15h, 14h left") {
+		t.Errorf("course status (%v):\n%s", err, out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"grant", "free", "a@uni.example", "--hours", "1"}, "has no budget"},
+		{[]string{"grant", "db", "nobody@uni.example", "--hours", "1"}, "no environment of student"},
+		{[]string{"grant", "db", "a@uni.example", "--hours", "0"}, "want a positive number"},
+	} {
+		if _, _, err := kubectl(t, append([]string{"-n", ns}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/access"
+	"github.com/userland-dev/userland/internal/budget"
+)
+
+var grantPath = field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationBudgetGrant)
+
+// validateBudgetGrant refuses a create (old nil) or update that sets,
+// changes or removes a Userland's budget grant unless the requester may
+// grant: the custom verb grant on the course it belongs to (or, outside a
+// course, on the Userland itself). The API server answers
+// (SubjectAccessReview), so being listed as a course's staff, or being
+// able to edit Userlands (as the owner's dashboard actions do through
+// the gateway), is not enough. A value that does not parse is refused
+// with the form it must take.
+func (v *UserlandValidator) validateBudgetGrant(ctx context.Context, old, ul *v1alpha1.Userland) (field.ErrorList, error) {
+	before, after := "", ul.Annotations[v1alpha1.AnnotationBudgetGrant]
+	if old != nil {
+		before = old.Annotations[v1alpha1.AnnotationBudgetGrant]
+	}
+	if before == after {
+		return nil, nil
+	}
+	if after != "" {
+		if _, err := budget.ParseGrant(after); err != nil {
+			return field.ErrorList{field.Invalid(grantPath, after, err.Error())}, nil
+		}
+	}
+	act := grantAction(ul)
+	who, err := requester(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := v.Access.Allowed(ctx, who, act)
+	if err != nil {
+		return nil, fmt.Errorf("checking who may grant budget to userland %s/%s: %w", ul.Namespace, ul.Name, err)
+	}
+	if ok {
+		return nil, nil
+	}
+	return field.ErrorList{field.Forbidden(grantPath, fmt.Sprintf(
+		"%s may not %s; an administrator grants it with an RBAC rule for the verb %q (being listed as a course's staff is not enough)",
+		who.User, act, v1alpha1.VerbGrant))}, nil
+}
+
+// grantAction is what granting ul budget takes: grant on its course, or
+// outside a course on the Userland itself.
+func grantAction(ul *v1alpha1.Userland) access.Action {
+	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
+		return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "courses", Namespace: ul.Namespace, Name: c}
+	}
+	return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "userlands", Namespace: ul.Namespace, Name: ul.Name}
+}

@@ -1,0 +1,93 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+// TestOnlyGrantersGrantBudget: no confused deputy. Whoever may edit
+// Userlands, a course's listed staff among them, cannot give anyone extra
+// budget; RBAC's grant verb on the course (or, outside a course, on the
+// Userland) decides, and the gateway, which asks RBAC for the person
+// first, holds it.
+func TestOnlyGrantersGrantBudget(t *testing.T) {
+	t.Parallel()
+	startWebhooks(t)
+	loadRoles(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	db := testobj.MakeCourse(ns, "db").Students("s@uni.example").Staff("ta@uni.example").Template("lab", v1alpha1.ProvisionOnSignIn).Obj()
+	student := course.NewUserland(db, "s@uni.example", course.BasisStudentUser, v1alpha1.TemplateReference{Name: "lab"})
+	student.Name = "s-lab-db"
+	for _, o := range []client.Object{compliant(ns, "lab"), db, student, testobj.MakeUserland(ns, "free", "f@uni.example", "lab").Obj()} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The listed staff member edits Userlands, as a user manager.
+	staff := clientAs(t, ns, "ta@uni.example", clusterRole("userland-user-manager"))
+	granter := clientAs(t, ns, "prof@uni.example", clusterRole("userland-user-manager"))
+	clientAs(t, ns, "prof@uni.example", clusterRole("userland-budget-granter"))
+	gwConfig, err := env.ConfigBoundTo(ctx, "userland-gateway-grant-under-test", "userland-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway, err := client.New(gwConfig, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "metadata.annotations[" + v1alpha1.AnnotationBudgetGrant + "]"
+	grant := func(c client.Client, name, value string) error {
+		return patchUserland(ctx, c, ns, name, func(ul *v1alpha1.Userland) { ul.Annotations[v1alpha1.AnnotationBudgetGrant] = value })
+	}
+	const week = "2026-11-23T00:00:00Z="
+	cases := []struct {
+		name    string
+		attempt func() error
+		// want is "" for allowed, else a fragment of the error at path.
+		want string
+	}{
+		{"listed staff without the grant verb", func() error { return grant(staff, "s-lab-db", week+"5;ta") },
+			"ta@uni.example may not grant courses.userland.dev db"},
+		{"a granter grants on the course", func() error { return grant(granter, "s-lab-db", week+"3;prof") }, ""},
+		{"listed staff cannot raise it either", func() error { return grant(staff, "s-lab-db", week+"30;ta") },
+			"may not grant"},
+		{"nor remove it", func() error {
+			return patchUserland(ctx, staff, ns, "s-lab-db", func(ul *v1alpha1.Userland) { delete(ul.Annotations, v1alpha1.AnnotationBudgetGrant) })
+		}, "may not grant"},
+		{"a value that is not a grant", func() error { return grant(granter, "s-lab-db", "lots") }, "want <period start>=<hours>"},
+		{"too many hours", func() error { return grant(granter, "s-lab-db", week+"5000") }, "from 0 to 1000"},
+		{"outside a course, grant on the Userland decides", func() error { return grant(granter, "free", week+"2") }, ""},
+		{"outside a course, a user manager cannot", func() error { return grant(staff, "free", week+"4") }, "may not grant userlands.userland.dev free"},
+		{"the gateway, which asks RBAC for the person first, can", func() error { return grant(gateway, "s-lab-db", week+"4;prof") }, ""},
+	}
+	for _, tc := range cases {
+		err := tc.attempt()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && err == nil:
+			t.Errorf("%s: admitted, want refused at %s", tc.name, path)
+		case tc.want != "":
+			var status apierrors.APIStatus
+			ok := false
+			if apierrors.IsInvalid(err) && errors.As(err, &status) {
+				for _, c := range status.Status().Details.Causes {
+					ok = ok || (c.Field == path && strings.Contains(c.Message, tc.want))
+				}
+			}
+			if !ok {
+				t.Errorf("%s: %v; want Invalid at %s saying %q", tc.name, err, path, tc.want)
+			}
+		}
+	}
+}
