@@ -174,7 +174,15 @@ for app in "$@"; do
   fi
   cp -a "$app_dir/rootfs/." "$rootfs/"
   if [[ $app == code-server ]]; then
-    cp -a "$code_server" "$rootfs/usr/lib/code-server"
+    # Its contents, not the path: a cache directory that is a symlink
+    # (a shared or moved cache) would otherwise become a symlink in the
+    # image pointing at this machine, and code-server would not start.
+    mkdir -p "$rootfs/usr/lib/code-server"
+    cp -a "$code_server/." "$rootfs/usr/lib/code-server/"
+    if [[ ! -e $rootfs/usr/lib/code-server/node_modules/.bin/code-server ]]; then
+      echo "app-images: code-server: nothing to run under /usr/lib/code-server after copying $code_server" >&2
+      exit 1
+    fi
     cp "$node" "$rootfs/usr/bin/node"
   fi
   rm -f "$rootfs/usr/sbin/policy-rc.d"
