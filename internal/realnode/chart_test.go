@@ -55,14 +55,15 @@ const (
 // the field and the reason, a good one admitted); and that the in-cluster
 // gateway signs a user in and reaches their environment by its Service's
 // DNS name; and that a course's placeholder and image puller run on the
-// node (roomBeforeClass) and an environment preempts a placeholder
+// node (roomBeforeClass), the puller pulls an image from a registry
+// before class (pullerPulls), and an environment preempts a placeholder
 // (placeholderPreempted).
 func TestChartOnRealNode(t *testing.T) {
-	// The node has no registry: placeholders and the pullers' main
+	// The node reaches no public registry: placeholders and the pullers' main
 	// container run the node's own pause image.
 	r := installChart(t, nil, "controller.pauseImage=userland.local/pause:1")
 	n, installed := r.n, r.installed
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 13*time.Minute)
 	defer cancel()
 	c := n.Cluster.Client
 
@@ -98,6 +99,7 @@ func TestChartOnRealNode(t *testing.T) {
 	webhookServes(ctx, t, n, ns, installed)
 	gatewayReachesEnvironment(ctx, t, n, ns)
 	roomBeforeClass(ctx, t, n, ns)
+	pullerPulls(ctx, t, n, ns)
 	placeholderPreempted(ctx, t, n, ns)
 }
 

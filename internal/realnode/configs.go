@@ -14,7 +14,10 @@ func (n *Node) writeConfigs() error {
 		// Debian's containerd 1.6: restrict_oom_score_adj because root here
 		// may lack CAP_SYS_RESOURCE; the sandbox image is local (no
 		// registry is reachable); pod network namespaces are mounted
-		// under the state directory.
+		// under the state directory. config_path is where a test says
+		// which registry of its own to pull from over plain HTTP
+		// (TrustPlainHTTPRegistry); every other registry keeps the
+		// defaults (HTTPS).
 		"containerd.toml": fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -41,9 +44,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[7]q
     conf_dir = %[8]q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[9]q
 `, n.path("containerd", "root"), n.path("containerd", "state"), n.path("containerd", "containerd.sock"),
 			n.path("containerd", "containerd.sock.ttrpc"), n.path("containerd", "opt"), n.bin("runc"),
-			n.bin("cni"), n.path("cni", "net.d")),
+			n.bin("cni"), n.path("cni", "net.d"), n.path(registryHostsDir)),
 
 		"cni/net.d/10-userland-realnode.conflist": fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "userland-realnode", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,

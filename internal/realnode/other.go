@@ -39,3 +39,6 @@ func (n *Node) HTTPClient(timeout time.Duration) *http.Client {
 
 // ImportImage fails where no node can run.
 func (n *Node) ImportImage(string) error { return Supported() }
+
+// Images fails where no node can run.
+func (n *Node) Images() ([]string, error) { return nil, Supported() }

@@ -25,9 +25,9 @@ import (
 // copied as the command of the probe image (one static binary, no
 // shell), under runc, as nobody with a read-only root, and reports the
 // node done; the placeholder runs at the chart's PriorityClass. The
-// probe image is imported, not pulled: the node has no registry, so this
-// does not show a pull, only that the puller's way of running any image
-// works and is counted.
+// probe image is imported, not pulled: this shows that the puller's way
+// of running any image works and is counted; pullerPulls shows a pull
+// from a registry.
 func roomBeforeClass(ctx context.Context, t *testing.T, n *realnode.Node, ns string) {
 	t.Helper()
 	c := n.Cluster.Client

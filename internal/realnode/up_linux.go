@@ -146,6 +146,18 @@ func (n *Node) ctr(args ...string) error {
 	return nil
 }
 
+// Images are the names of the images in the node's containerd, where
+// the kubelet finds them (`ctr -n k8s.io images ls -q`): references and,
+// for what the CRI plugin pulled, its digests.
+func (n *Node) Images() ([]string, error) {
+	cmd := exec.Command(n.bin("ctr"), "--address", n.path("containerd", "containerd.sock"), "-n", "k8s.io", "images", "ls", "-q")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("ctr images ls: %w", err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
 // ImportImage imports an OCI archive into the node's containerd, where the
 // kubelet finds it (`ctr -n k8s.io images import`): an image no registry
 // serves, run with imagePullPolicy Never or IfNotPresent.
