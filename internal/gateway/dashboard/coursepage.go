@@ -13,6 +13,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/describe"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -197,10 +198,13 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 		CanGrant bool
 		// UsageQuery is the roster's query sorted by usage; CSVQuery as CSV.
 		UsageQuery, CSVQuery string
+		// Session is the next (or current) session of the timetable, as
+		// describe tells it; "" without one.
+		Session string
 	}{d.pageFor(ctx, r, id, "Course: "+courseTitle(c)), c, course.PhaseAt(c, now), members[lo:hi], len(byUser), pager, f,
 		append(slices.Clone(phases), NoEnvironment), queue, queued, problems,
 		pageBack(CoursePath, filterQuery, pager.Page, limit), now, changeErr == nil, cannotChange,
-		canGrant, withQuery(filterQuery, "sort", SortUsage), withQuery(filterQuery, "format", "csv")})
+		canGrant, withQuery(filterQuery, "sort", SortUsage), withQuery(filterQuery, "format", "csv"), describe.Session(c, now)})
 }
 
 // withQuery is q with key set to value, encoded.
