@@ -217,7 +217,7 @@ func TestIdleWarningOffersKeepRunning(t *testing.T) {
 	if err := env.Client.Patch(context.Background(), &ul, patch); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, status := get(t, alice, f.gateway.URL+"/dashboard/status", map[string]string{"Accept": "application/json"})
 		var entries []dashboard.StatusEntry
 		if err := json.Unmarshal([]byte(status), &entries); err != nil {
