@@ -57,4 +57,16 @@ func TestAdversaryPlaceholdersGrowWithTheTemplateSwapped(t *testing.T) {
 		t.Errorf("HOLE: %s, who may not create pods, swapped the course's template for one asking 32 CPUs; "+
 			"its 2 admitted placeholders now hold 64 CPUs instead of 200m", prof)
 	}
+	// Lowering to 0 needs nothing, and then the templates change freely.
+	if err := manager.Get(ctx, client.ObjectKeyFromObject(c), &crs); err != nil {
+		t.Fatal(err)
+	}
+	crs.Spec.Schedule.Placeholders = ptr.To[int32](0)
+	if err := manager.Update(ctx, &crs); err != nil {
+		t.Fatalf("lowering to 0: %v", err)
+	}
+	crs.Spec.Templates[0].Name = "huge"
+	if err := manager.Update(ctx, &crs); err != nil {
+		t.Errorf("swapping the template of a course holding no placeholders was refused: %v", err)
+	}
 }
