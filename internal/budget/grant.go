@@ -5,11 +5,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxGrantHours bounds one period's grant: a typo of 1000 for 10 should
 // not hand a student a year.
 const MaxGrantHours = 1000
+
+// MaxGrantedBy bounds the "granted by" part: status.usage.grantedBy holds
+// at most this many characters, and a longer one would make every status
+// write of the environment fail.
+const MaxGrantedBy = 256
 
 // Grant is one period's extra hours, as AnnotationBudgetGrant stores them.
 type Grant struct {
@@ -32,6 +38,9 @@ func ParseGrant(s string) (Grant, error) {
 	hours, err := strconv.ParseInt(n, 10, 64)
 	if err != nil || hours < 0 || hours > MaxGrantHours {
 		return Grant{}, fmt.Errorf("grant %q: hours must be a whole number from 0 to %d", s, MaxGrantHours)
+	}
+	if len(by) > MaxGrantedBy {
+		return Grant{}, fmt.Errorf("grant %q: who granted it may take at most %d characters", s, MaxGrantedBy)
 	}
 	return Grant{PeriodStart: start.UTC(), Hours: hours, By: by}, nil
 }
@@ -66,6 +75,10 @@ func AddGrant(current string, periodStart time.Time, hours int64, by string) (st
 	total := had + hours
 	if hours <= 0 || total > MaxGrantHours {
 		return "", fmt.Errorf("granting %d hours: want a positive number, at most %d in a period", hours, MaxGrantHours)
+	}
+	for len(by) > MaxGrantedBy { // a long sign-in name, shortened whole runes at a time
+		_, size := utf8.DecodeLastRuneInString(by)
+		by = by[:len(by)-size]
 	}
 	return Grant{PeriodStart: periodStart, Hours: total, By: by}.String(), nil
 }

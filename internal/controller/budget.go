@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/budget"
@@ -39,7 +40,7 @@ func decideBudget(d *RunDecision, in RunInput, idleStoppedAt *time.Time) {
 		return
 	}
 	// The usage as of now, the run so far included, before deciding.
-	sofar := budget.Advance(in.Userland.Status.Usage, *in.Budget, in.Now, d.WasRunning)
+	sofar := budget.Advance(in.usage, *in.Budget, in.Now, d.WasRunning)
 	exhausted := budget.Remaining(sofar, in.Now) <= 0
 	switch {
 	case exhausted && d.Running:
@@ -67,7 +68,7 @@ func settleUsage(d *RunDecision, in RunInput) {
 	if in.Budget == nil {
 		return
 	}
-	d.Usage = budget.Advance(in.Userland.Status.Usage, *in.Budget, in.Now, d.Running)
+	d.Usage = budget.Advance(in.usage, *in.Budget, in.Now, d.Running)
 	if !d.Running {
 		return
 	}
@@ -80,6 +81,26 @@ func settleUsage(d *RunDecision, in RunInput) {
 		// The rollover: a running environment's usage restarts at zero.
 		d.RequeueAfter = soonest(d.RequeueAfter, max(end.Sub(in.Now), time.Second))
 	}
+}
+
+// usageAsRun is u, the persisted usage, unless the Deployment runs (it
+// had a replica, started at startedAt) while u says nothing runs: the
+// status write that recorded the start failed or was lost (a value the
+// schema refuses, the API server down), while the Deployment's was made.
+// The run then counts from the Deployment's start stamp, at the budget's
+// weight; counting from now would start it afresh at every reconcile, and
+// an environment whose status cannot be written would never run out.
+func usageAsRun(u *v1alpha1.UsageStatus, b *budget.Budget, wasRunning bool, startedAt *time.Time) *v1alpha1.UsageStatus {
+	if u == nil || b == nil || u.RunningSince != nil || !wasRunning || startedAt == nil {
+		return u
+	}
+	out := u.DeepCopy()
+	since := metav1.NewTime(startedAt.Truncate(time.Second))
+	if since.Before(&u.PeriodStart) {
+		since = u.PeriodStart
+	}
+	out.RunningSince, out.WeightMilli = &since, b.WeightMilli
+	return out
 }
 
 // recordUsage publishes the decided usage in status, with an event when

@@ -38,6 +38,10 @@ type RunInput struct {
 	// Budget is the compute-hour budget that governs it now, nil when
 	// none does (budgetOf).
 	Budget *budget.Budget
+
+	// usage is the usage decideRun starts from: status.usage, with a run
+	// the Deployment shows but status missed counted (usageAsRun).
+	usage *v1alpha1.UsageStatus
 }
 
 // RunDecision is the answer: whether it runs, why not, and what the
@@ -91,6 +95,7 @@ func decideRun(in RunInput) (RunDecision, error) {
 		startedAt = parseTime(in.Deployment.Annotations[AnnotationStartedAt])
 		idleStoppedAt = parseTime(in.Deployment.Annotations[AnnotationIdleStoppedAt])
 	}
+	in.usage = usageAsRun(in.Userland.Status.Usage, in.Budget, d.WasRunning, startedAt)
 	asked := course.LastAsked(in.Userland)
 	if in.Course != nil && startedAt == nil && idleStoppedAt == nil && asked == nil {
 		// A course's environments are made ahead of use (a whole roster

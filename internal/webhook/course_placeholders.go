@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -18,13 +19,20 @@ import (
 // hold that much of the cluster; creating pods in the namespace is what
 // Kubernetes itself would ask of someone who ran them by hand. Lowering
 // the number, or leaving it, needs nothing: a roster change must not be
-// blocked by a number someone else admitted.
+// blocked by a number someone else admitted. Each placeholder is sized
+// and placed like one of the course's templates in turn, so changing the
+// templates of a course that holds any resizes pods someone else
+// admitted (a 100m template swapped for a 32-CPU one): that asks the same
+// question. Lowering the number to 0 first needs nothing, and then the
+// templates change freely.
 func (v *CourseValidator) checkPlaceholders(ctx context.Context, old, c *v1alpha1.Course, path *field.Path) (field.ErrorList, error) {
 	want, had := placeholders(c), int32(0)
+	resized := false
 	if old != nil {
 		had = placeholders(old)
+		resized = want > 0 && !slices.Equal(old.Spec.Templates, c.Spec.Templates)
 	}
-	if want <= had {
+	if want <= had && !resized {
 		return nil, nil
 	}
 	who, err := requester(ctx)
@@ -38,6 +46,10 @@ func (v *CourseValidator) checkPlaceholders(ctx context.Context, old, c *v1alpha
 	}
 	if ok {
 		return nil, nil
+	}
+	if want <= had {
+		return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
+			"%s may not %s: placeholders are pods the controller runs for whoever asks for them, sized like the course's templates, so changing the templates of a course that holds %d takes the right to create pods in the namespace (or set placeholders to 0 first)", who.User, act, want))}, nil
 	}
 	return field.ErrorList{field.Forbidden(path, fmt.Sprintf(
 		"%s may not %s: placeholders are pods the controller runs for whoever asks for them, so raising their number (%d to %d) takes the right to create pods in the namespace", who.User, act, had, want))}, nil

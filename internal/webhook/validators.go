@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/access"
+	"github.com/userland-dev/userland/internal/budget"
 	"github.com/userland-dev/userland/internal/idle"
 	"github.com/userland-dev/userland/internal/templates"
 )
@@ -112,7 +115,7 @@ func (v *ClusterTemplateValidator) ValidateDelete(context.Context, *v1alpha1.Clu
 	return nil, nil
 }
 
-// +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-userland,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=userlands,verbs=create;update,versions=v1alpha1,name=userlands.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-userland,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=userlands,verbs=create;update;delete,versions=v1alpha1,name=userlands.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // UserlandValidator checks a Userland's template reference against other
@@ -203,7 +206,40 @@ func (v *UserlandValidator) validateLinks(ctx context.Context, old, ul *v1alpha1
 	return append(errs, grantErrs...), nil
 }
 
-// ValidateDelete allows every deletion.
-func (v *UserlandValidator) ValidateDelete(context.Context, *v1alpha1.Userland) (admission.Warnings, error) {
-	return nil, nil
+// ValidateDelete refuses deleting an environment that has used some of
+// its budget in the current period unless the requester may grant on it
+// (grantAction): usage lives only in its status, and its course (or the
+// gateway's sign-in) makes it again with none used, the data claim kept,
+// so the deletion would grant a fresh budget. The controller retiring a
+// course's environments may enroll in the course; the namespace's and
+// the garbage collector's deletions are kube-system's. Everything else,
+// and every environment without usage, is deleted as before.
+func (v *UserlandValidator) ValidateDelete(ctx context.Context, ul *v1alpha1.Userland) (admission.Warnings, error) {
+	if ul.Status.Usage == nil || budget.Used(ul.Status.Usage, time.Now()) <= 0 {
+		return nil, nil
+	}
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, errors.New("the admission request carries no requester")
+	}
+	if u := req.UserInfo.Username; u == "system:kube-controller-manager" || strings.HasPrefix(u, "system:serviceaccount:kube-system:") {
+		return nil, nil
+	}
+	who := access.FromUserInfo(req.UserInfo)
+	acts := []access.Action{grantAction(ul)}
+	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
+		acts = append(acts, access.Action{Verb: v1alpha1.VerbEnroll, Group: v1alpha1.GroupVersion.Group, Resource: "courses", Namespace: ul.Namespace, Name: c})
+	}
+	for _, act := range acts {
+		ok, err := v.Access.Allowed(ctx, who, act)
+		if err != nil {
+			return nil, fmt.Errorf("checking who may delete userland %s/%s: %w", ul.Namespace, ul.Name, err)
+		}
+		if ok {
+			return nil, nil
+		}
+	}
+	return nil, apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource("userlands").GroupResource(), ul.Name, fmt.Errorf(
+		"it has used compute hours this budget period, and it would be made again with none used: deleting it is granting hours, "+
+			"which takes RBAC's verb %q (%s may not %s)", v1alpha1.VerbGrant, who.User, acts[0]))
 }
