@@ -3,11 +3,11 @@ package gateway
 import (
 	"context"
 	"errors"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"net/http"
 	"net/url"
 	"strings"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
