@@ -190,6 +190,11 @@ func TestStaffSuspensionHoldsAgainstTheOwner(t *testing.T) {
 func TestIdleWarningOffersKeepRunning(t *testing.T) {
 	f := setup(t, func(s *gateway.Server) {
 		s.Activity.Now = func() time.Time { return clock.Now().Add(time.Second) }
+		// The dashboard judges the warning on the controller's clock:
+		// earlier tests move that shared fake clock ahead (an exhausted
+		// budget, an hour), and against real time alice's idle stop would
+		// then lie an hour away, outside any warning.
+		s.Dashboard.Now = clock.Now
 	})
 	alice := browser(t)
 	token := dashboardToken(t, alice, f, "alice", "alice-pw")
