@@ -6,16 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/naming"
 )
 
 // endpointSliceManagedBy is the value of discoveryv1.LabelManagedBy on the
@@ -113,7 +112,7 @@ func (e EndpointSliceResolver) readyAddress(ctx context.Context, namespace, name
 // of the slices, preferring IPv4, the lowest address first so that every
 // gateway replica picks the same one; "" when there is none. Only
 // endpoints whose target is a Pod of namespace named as a pod of the
-// environment's Deployment (userland, see deploymentPod) count. pods is
+// environment's Deployment (userland, see naming.IsEnvironmentPod) count. pods is
 // how many distinct such pods are ready (one pod of a dual-stack Service
 // appears in an IPv4 and an IPv6 slice).
 func ReadyAddress(items []discoveryv1.EndpointSlice, namespace, userland string) (addr string, pods int) {
@@ -125,7 +124,7 @@ func ReadyAddress(items []discoveryv1.EndpointSlice, namespace, userland string)
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if !endpointServes(ep, namespace) || !deploymentPod(userland, ep.TargetRef.Name) {
+			if !endpointServes(ep, namespace) || !naming.IsEnvironmentPod(userland, ep.TargetRef.Name) {
 				continue
 			}
 			ready[string(ep.TargetRef.UID)+"/"+ep.TargetRef.Name] = true
@@ -162,36 +161,3 @@ func endpointServes(ep discoveryv1.Endpoint, namespace string) bool {
 	return ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" && ep.TargetRef.Namespace == namespace
 }
 
-// safeAlphabet is the alphabet of Kubernetes' rand.SafeEncodeString,
-// which makes both a pod-template-hash and a generated name's random part.
-var safeAlphabet = regexp.MustCompile(`^[bcdfghjklmnpqrstvwxz2456789]+$`)
-
-// maxGeneratedBase is how much of generateName Kubernetes keeps before its
-// 5 random characters (names.MaxGeneratedNameLength).
-const maxGeneratedBase = 58
-
-// deploymentPod says whether pod is named as a pod of the Deployment
-// named userland (the controller names it after the Userland): its
-// ReplicaSet's generateName "<userland>-<pod-template-hash>-", cut to 58
-// characters, then 5 random characters. A Service someone else pointed at
-// another environment's pods (replaced under the same name, before the
-// controller notices) lists pods named after that other environment; and
-// "alice" does not take "alice-x"'s pods, whose hash part would hold a
-// dash. Where the base is cut (long names) only its kept part can be
-// compared.
-func deploymentPod(userland, pod string) bool {
-	if len(pod) <= 5 || !safeAlphabet.MatchString(pod[len(pod)-5:]) {
-		return false
-	}
-	base := pod[:len(pod)-5]
-	cut := len(base) == maxGeneratedBase
-	rest, ok := strings.CutPrefix(base, userland+"-")
-	if !ok {
-		return cut && strings.HasPrefix(userland+"-", base)
-	}
-	hash, dash := strings.CutSuffix(rest, "-")
-	if !dash && !cut {
-		return false
-	}
-	return len(hash) <= 10 && (hash == "" && cut || safeAlphabet.MatchString(hash))
-}

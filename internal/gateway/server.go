@@ -92,8 +92,9 @@ type Server struct {
 	// per address; empty: the connection's address is the client's.
 	ForwardedBy []netip.Prefix
 
-	// Clock tells the time that wake decisions and messages use; nil is
-	// the real clock. Latency metrics always use the real one.
+	// Clock tells the time that wake decisions, messages and the sign-in
+	// throttles use; nil is the real clock. Latency metrics always use the
+	// real one.
 	Clock clock.PassiveClock
 
 	// idleRules holds each template's compiled activity rules.

@@ -96,7 +96,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		leave()
 		if err != nil {
 			_, client := s.signin.get()
-			client.spend(clientAddr(r, s.ForwardedBy), time.Now())
+			client.spend(clientAddr(r, s.ForwardedBy), s.now())
 			s.Metrics.signinFailed("bad_credentials")
 			render(http.StatusUnauthorized, "Wrong user name or password.")
 			return
@@ -147,7 +147,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 // its failures spend it.
 func (s *Server) throttled(r *http.Request, user string) (func(), time.Duration) {
 	account, client := s.signin.get()
-	now := time.Now()
+	now := s.now()
 	if d := client.wait(clientAddr(r, s.ForwardedBy), now); d > 0 {
 		return nil, d
 	}

@@ -1,8 +1,10 @@
 // Package naming holds the rules that turn a Userland into the addresses
 // people open: its host label under the environment domain, its URL and its
-// base path. The controller (status.url), the gateway (routing) and the
-// tools that print URLs all use these functions, so an address means the
-// same thing everywhere.
+// base path, and the names of what the controller makes for it (claims,
+// policies, the pods of its Deployment, which the gateway alone may route
+// to). The controller (status.url), the gateway (routing) and the tools
+// that print URLs all use these functions, so a name means the same thing
+// everywhere.
 package naming
 
 import (

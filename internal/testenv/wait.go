@@ -3,10 +3,12 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,7 +46,12 @@ func (e *Environment) WaitPhase(t testing.TB, ns, name string, phase v1alpha1.Ph
 		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul); err != nil {
 			return false, err
 		}
-		return ul.Status.Phase == phase && ul.Status.ObservedGeneration == ul.Generation, nil
+		if ul.Status.Phase == phase && ul.Status.ObservedGeneration == ul.Generation {
+			return true, nil
+		}
+		// Not an error to stop on: what a timeout reports it last saw.
+		return false, fmt.Errorf("still phase %q, generation %d observed %d, conditions %s",
+			ul.Status.Phase, ul.Generation, ul.Status.ObservedGeneration, conditionSummary(ul.Status.Conditions))
 	})
 	return &ul
 }
@@ -75,4 +82,14 @@ func (e *Environment) SampleRollout(ctx context.Context, ns, image string) (Roll
 		}
 	}
 	return s, nil
+}
+
+// conditionSummary is each condition's type, status, reason and message on
+// one line, for a failure message.
+func conditionSummary(conds []metav1.Condition) string {
+	var b strings.Builder
+	for _, c := range conds {
+		fmt.Fprintf(&b, "[%s=%s %s: %s] ", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
 }

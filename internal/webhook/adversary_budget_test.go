@@ -104,6 +104,7 @@ func TestAdversaryGrantsStayInTheirCourse(t *testing.T) {
 			ul.Annotations[v1alpha1.AnnotationBudgetGrant] = advWeek + "1000;" + ta
 			return taClient.Create(ctx, ul)
 		}},
+		{"a grant in course a recorded as the professor's", func() error { return set(taClient, "s-lab-a", grant(advWeek+"3;prof@uni.example")) }},
 		{"the student on their own environment", func() error { return set(student, "s-lab-a", grant(advWeek+"1000;s")) }},
 		{"the student with a JSON patch", func() error {
 			ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s-lab-a"}}

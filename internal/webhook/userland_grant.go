@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -29,16 +30,20 @@ func (v *UserlandValidator) validateBudgetGrant(ctx context.Context, old, ul *v1
 	if before == after {
 		return nil, nil
 	}
-	if after != "" {
-		if _, err := budget.ParseGrant(after); err != nil {
-			return field.ErrorList{field.Invalid(grantPath, after, err.Error())}, nil
-		}
-	}
-	act := grantAction(ul)
 	who, err := requester(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if after != "" {
+		g, err := budget.ParseGrant(after)
+		if err != nil {
+			return field.ErrorList{field.Invalid(grantPath, after, err.Error())}, nil
+		}
+		if msg := grantedByMismatch(g.By, who.User); msg != "" {
+			return field.ErrorList{field.Invalid(grantPath, after, msg)}, nil
+		}
+	}
+	act := grantAction(ul)
 	ok, err := v.Access.Allowed(ctx, who, act)
 	if err != nil {
 		return nil, fmt.Errorf("checking who may grant budget to userland %s/%s: %w", ul.Namespace, ul.Name, err)
@@ -59,3 +64,20 @@ func grantAction(ul *v1alpha1.Userland) access.Action {
 	}
 	return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "userlands", Namespace: ul.Namespace, Name: ul.Name}
 }
+
+// grantedByMismatch says why a grant recorded as by may not be written by
+// requester, or "" when it may. A person records only themself (or no
+// one): the record shown to the student and in the event must not name
+// another member of staff. A ServiceAccount is a program acting for
+// people (the gateway records the signed-in person it asked RBAC about),
+// so it names whom it acted for; RBAC's grant verb is what it must hold.
+func grantedByMismatch(by, requester string) string {
+	if by == "" || by == requester || strings.HasPrefix(requester, serviceAccountPrefix) {
+		return ""
+	}
+	return fmt.Sprintf("a grant records who gave it: written by %s, it must say %q after the ';' (or nothing), not %q",
+		requester, requester, by)
+}
+
+// serviceAccountPrefix begins every ServiceAccount's user name.
+const serviceAccountPrefix = "system:serviceaccount:"

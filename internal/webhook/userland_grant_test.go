@@ -58,7 +58,9 @@ func TestOnlyGrantersGrantBudget(t *testing.T) {
 	}{
 		{"listed staff without the grant verb", func() error { return grant(staff, "s-lab-db", week+"5;ta") },
 			"ta@uni.example may not grant courses.userland.dev db"},
-		{"a granter grants on the course", func() error { return grant(granter, "s-lab-db", week+"3;prof") }, ""},
+		{"a granter grants on the course", func() error { return grant(granter, "s-lab-db", week+"3;prof@uni.example") }, ""},
+		{"a granter cannot record the grant as someone else's", func() error { return grant(granter, "s-lab-db", week+"6;dean@uni.example") },
+			`it must say "prof@uni.example" after the ';'`},
 		{"listed staff cannot raise it either", func() error { return grant(staff, "s-lab-db", week+"30;ta") },
 			"may not grant"},
 		{"nor remove it", func() error {
@@ -68,6 +70,7 @@ func TestOnlyGrantersGrantBudget(t *testing.T) {
 		{"too many hours", func() error { return grant(granter, "s-lab-db", week+"5000") }, "from 0 to 1000"},
 		{"outside a course, grant on the Userland decides", func() error { return grant(granter, "free", week+"2") }, ""},
 		{"outside a course, a user manager cannot", func() error { return grant(staff, "free", week+"4") }, "may not grant userlands.userland.dev free"},
+		// A ServiceAccount acts for people: it names the one it asked about.
 		{"the gateway, which asks RBAC for the person first, can", func() error { return grant(gateway, "s-lab-db", week+"4;prof") }, ""},
 	}
 	for _, tc := range cases {

@@ -115,7 +115,12 @@ func (v *ClusterTemplateValidator) ValidateDelete(context.Context, *v1alpha1.Clu
 	return nil, nil
 }
 
-// +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-userland,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=userlands,verbs=create;update;delete,versions=v1alpha1,name=userlands.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// The API server sends a deletion to the webhook only when ValidateDelete
+// could refuse it: the environment has recorded usage, and the deleter is
+// not kube-system (the namespace controller, the garbage collector).
+// Every other deletion, a namespace's cleanup above all, goes through even
+// while the webhook is down; ValidateDelete checks the same again.
+// +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-userland,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=userlands,verbs=create;update;delete,versions=v1alpha1,name=userlands.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"deletions-with-usage","expression":"request.operation != 'DELETE' || (has(oldObject.status) && has(oldObject.status.usage))"},{"name":"deletions-not-by-kube-system","expression":"request.operation != 'DELETE' || !(request.userInfo.username == 'system:kube-controller-manager' || request.userInfo.username.startsWith('system:serviceaccount:kube-system:'))"}]}`
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // UserlandValidator checks a Userland's template reference against other
@@ -222,7 +227,7 @@ func (v *UserlandValidator) ValidateDelete(ctx context.Context, ul *v1alpha1.Use
 	if err != nil {
 		return nil, errors.New("the admission request carries no requester")
 	}
-	if u := req.UserInfo.Username; u == "system:kube-controller-manager" || strings.HasPrefix(u, "system:serviceaccount:kube-system:") {
+	if u := req.UserInfo.Username; u == "system:kube-controller-manager" || strings.HasPrefix(u, serviceAccountPrefix+"kube-system:") {
 		return nil, nil
 	}
 	who := access.FromUserInfo(req.UserInfo)

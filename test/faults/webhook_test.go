@@ -13,11 +13,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/config"
 	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testobj"
@@ -105,7 +107,26 @@ func TestWebhookUnavailable(t *testing.T) {
 		t.Fatalf("a privileged Template while the webhooks serve: %v, want a denial naming privileged", terr)
 	}
 
+	// Two environments made while the webhooks serve: one that has used
+	// compute hours (which only a granter may delete) and one that has not,
+	// in a namespace of their own that is deleted while the webhooks are down.
+	doomed := env.Namespace(t)
+	for _, name := range []string{"plain", "spent"} {
+		if err := env.Client.Create(ctx, testobj.MakeUserland(doomed, name, "alice", "t").Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	if err := first.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	spent := &v1alpha1.Userland{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: doomed, Name: "spent"}, spent); err != nil {
+		t.Fatal(err)
+	}
+	before := spent.DeepCopy()
+	spent.Status.Usage = &v1alpha1.UsageStatus{PeriodStart: metav1.NewTime(time.Now().Add(-time.Hour)), UsedSeconds: 600}
+	if err := env.Client.Status().Patch(ctx, spent, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	terr, uerr := create(false)
@@ -117,6 +138,40 @@ func TestWebhookUnavailable(t *testing.T) {
 		}
 	}
 
+	deleteWebhooksDown(t, doomed)
+
 	startController(t, "controller-restarted", args...)
 	t.Logf("writes admitted again %s after the controller restarted, with no manual step", serving("restart").Round(time.Millisecond))
+}
+
+// deleteWebhooksDown: with the webhooks down, deleting an environment that
+// has used no hours goes through (the webhook's match conditions leave it
+// out), deleting one that has is refused (it may be a grant), and the
+// namespace's deletion removes both: kube-system's deletions are never
+// sent to the webhook, so a namespace does not hang Terminating.
+func deleteWebhooksDown(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	plain := testobj.MakeUserland(ns, "plain", "alice", "t").Obj()
+	if err := env.Client.Delete(ctx, plain); err != nil {
+		t.Errorf("deleting an environment with no usage while the webhooks are down: %v, want it deleted", err)
+	}
+	spent := testobj.MakeUserland(ns, "spent", "alice", "t").Obj()
+	err := env.Client.Delete(ctx, spent)
+	t.Logf("with the webhooks down, deleting an environment that used hours says: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("deleting an environment that used hours while the webhooks are down: %v, want a refusal naming the webhook", err)
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := env.Client.Delete(ctx, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(spent), &v1alpha1.Userland{})), nil
+	})
+	if err != nil {
+		t.Fatalf("the namespace's deletion never removed the environment that used hours while the webhooks were down: %v", err)
+	}
+	t.Logf("the namespace's deletion removed it in %s with the webhooks down", time.Since(start).Round(time.Millisecond))
 }

@@ -1,12 +1,12 @@
-package gateway
+package naming
 
 import (
 	"strings"
 	"testing"
 )
 
-// TestDeploymentPod: which pod names are the environment's Deployment's.
-func TestDeploymentPod(t *testing.T) {
+// TestIsEnvironmentPod: which pod names are the environment's Deployment's.
+func TestIsEnvironmentPod(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("l", 50)
 	longer := strings.Repeat("m", 60)
@@ -32,8 +32,8 @@ func TestDeploymentPod(t *testing.T) {
 		{longer, longer[:58] + "x2x4z", true},
 		{longer, strings.Repeat("m", 57) + "kx2x4z", false},
 	} {
-		if got := deploymentPod(tc.userland, tc.pod); got != tc.want {
-			t.Errorf("deploymentPod(%q, %q) = %v, want %v", tc.userland, tc.pod, got, tc.want)
+		if got := IsEnvironmentPod(tc.userland, tc.pod); got != tc.want {
+			t.Errorf("IsEnvironmentPod(%q, %q) = %v, want %v", tc.userland, tc.pod, got, tc.want)
 		}
 	}
 }
