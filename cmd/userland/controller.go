@@ -66,6 +66,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	f.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS only to callers with a bearer token the API server accepts and RBAC allows get on /metrics (ClusterRole userland-metrics-reader); false serves plain HTTP to anyone who reaches the port")
 	f.StringVar(&opts.ProbeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect a leader so that only one replica reconciles")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election lease (default: the pod's namespace)")

@@ -286,7 +286,7 @@ func startBenchController(ctx context.Context, env *testenv.Environment, dir, bi
 	metrics := fmt.Sprintf("127.0.0.1:%d", port)
 	p, err := startProcess("controller", filepath.Join(dir, name+"-controller.log"), bin, append([]string{"controller",
 		"--kubeconfig", kubeconfig, "--disable-webhooks", "--leader-elect=false",
-		"--metrics-bind-address=" + metrics, "--health-probe-bind-address=0",
+		"--metrics-bind-address=" + metrics, "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--gateway-url=http://" + gatewayHost, "--gateway-namespace=userland-system", "--base-domain=" + benchEnvDomain,
 	}, extra...)...)
 	if err != nil {

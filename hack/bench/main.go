@@ -250,7 +250,7 @@ func run(o options) error {
 	// own defaults (internal/chartrender's test keeps them equal).
 	ctrlProc, err := startProcess("controller", filepath.Join(dir, "controller.log"), bin, "controller",
 		"--kubeconfig", ctrlKubeconfig, "--disable-webhooks", "--leader-elect=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--health-probe-bind-address=0",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--gateway-url=http://"+gatewayHost, "--gateway-namespace=userland-system",
 		"--pprof-bind-address", pprofAddr, "--first-status-window", o.firstStatusWindow.String())
 	if err != nil {

@@ -73,9 +73,15 @@ const reserved = "system:"
 type Action struct {
 	Verb, Group, Resource, Subresource string
 	Namespace, Name                    string
+	// Path is a non-resource URL (such as /metrics); when set, the
+	// resource fields are not asked about.
+	Path string
 }
 
 func (a Action) String() string {
+	if a.Path != "" {
+		return a.Verb + " " + a.Path
+	}
 	what := a.Resource
 	if a.Group != "" {
 		what += "." + a.Group
@@ -114,13 +120,15 @@ func (r Reviewer) Allowed(ctx context.Context, s Subject, a Action) (bool, error
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
 	sar := &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: s.User, Groups: s.Groups, UID: s.UID, Extra: extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource,
-				Namespace: a.Namespace, Name: a.Name,
-			},
-		},
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: s.User, Groups: s.Groups, UID: s.UID, Extra: extra},
+	}
+	if a.Path != "" {
+		sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: a.Path, Verb: a.Verb}
+	} else {
+		sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource,
+			Namespace: a.Namespace, Name: a.Name,
+		}
 	}
 	if err := r.Client.Create(ctx, sar); err != nil {
 		return false, fmt.Errorf("asking the API server whether %s may %s: %w", s.User, a, err)

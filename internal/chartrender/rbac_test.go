@@ -36,7 +36,8 @@ var reviewed = map[string][]grant{
 		{what: "bound cluster-wide to ServiceAccount userland-system/userland-controller", why: "Userlands, Courses and templates live in any namespace"},
 		{what: "apps/daemonsets: create delete get list patch watch", why: "a course's image pullers (server-side apply), from a session's warm-up to its end, then deleted"},
 		{what: "apps/deployments: create get list patch watch", why: "one Deployment per Userland (server-side apply); no delete: owner references collect it"},
-		{what: "authorization.k8s.io/subjectaccessreviews: create", why: "the webhooks ask whether the requester may do what an object asks for (enroll in a course)"},
+		{what: "authentication.k8s.io/tokenreviews: create", why: "whoever scrapes the metrics shows a token the API server checks (--metrics-secure)"},
+		{what: "authorization.k8s.io/subjectaccessreviews: create", why: "the webhooks ask whether the requester may do what an object asks for (enroll in a course); the metrics ask whether the scraper may get /metrics"},
 		{what: "events.k8s.io/events: create patch", why: "events on Userlands and Courses, in their namespaces"},
 		{what: "namespaces: get list watch", why: "their labels decide ClusterTemplate allowedNamespaces: the webhooks read them, the controller watches them"},
 		{what: "networking.k8s.io/networkpolicies: create delete get list patch watch", why: "one NetworkPolicy per namespace and template, admitting only the gateway; delete: the per-Userland policies of earlier versions once their pods are covered, and shared ones whose template is gone and unused"},
@@ -98,6 +99,9 @@ var reviewed = map[string][]grant{
 	"ClusterRole/userland-budget-granter": {
 		{what: "userland.dev/courses: get grant list watch", why: "granting students extra compute hours (the webhook asks RBAC for grant); bound per namespace"},
 		{what: "userland.dev/userlands: get grant list watch", why: "granting budget to environments outside a course; no patch: kubectl userland grant needs edit's too"},
+	},
+	"ClusterRole/userland-metrics-reader": {
+		{what: "url /metrics: get", why: "scraping the controller's metrics, which name users; bound by the operator to their Prometheus"},
 	},
 	"ClusterRole/userland-viewer": {
 		{what: "userland.dev/clustertemplates: get list watch", why: "read-only, aggregated into view"},

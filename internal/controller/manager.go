@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/metricsauth"
 	"github.com/userland-dev/userland/internal/webhook"
 )
 
@@ -37,6 +38,11 @@ const LeaderElectionID = "userland-controller.userland.dev"
 type Options struct {
 	// MetricsAddr serves Prometheus metrics ("0" disables).
 	MetricsAddr string
+	// MetricsSecure serves them over HTTPS to callers the API server
+	// authenticates (TokenReview) and RBAC allows get on /metrics
+	// (SubjectAccessReview, internal/metricsauth); false serves plain HTTP to
+	// anyone.
+	MetricsSecure bool
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
 	// PprofAddr serves net/http/pprof when set (profiling benchmarks).
@@ -140,7 +146,7 @@ func NewManager(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// certificate, by name, which cert-controller reads with its
 		// own name-scoped cache).
 		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                 MetricsServerOptions(opts.MetricsAddr, opts.MetricsSecure),
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElection,
@@ -217,4 +223,23 @@ func nonZero(d time.Duration) *time.Duration {
 		return nil
 	}
 	return &d
+}
+
+// Checking a metrics caller's token and RBAC (MetricsServerOptions):
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// MetricsServerOptions serve the controller's metrics at addr. Secure, as
+// the chart ships it, they go over HTTPS (a certificate controller-runtime
+// makes itself) only to a caller whose bearer token the API server
+// accepts and whom RBAC allows get on the non-resource URL /metrics (the
+// userland-metrics-reader ClusterRole): its series name users (budget use
+// per environment), which a pod that can reach the port must not read.
+func MetricsServerOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if secure {
+		o.SecureServing = true
+		o.FilterProvider = metricsauth.Filter
+	}
+	return o
 }

@@ -189,7 +189,9 @@ func setupWith(t *testing.T, options func(*gateway.Options), mutate func(*gatewa
 	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	gwConfig, err := env.ConfigBoundTo(ctx, "gateway-under-test", "userland-gateway")
+	// A ServiceAccount's name, as the chart runs it (the webhook lets a
+	// ServiceAccount record the person a grant is for).
+	gwConfig, err := env.ConfigBoundTo(ctx, "system:serviceaccount:userland-system:gateway-under-test", "userland-gateway")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,11 +37,22 @@ func TestOnlyGrantersGrantBudget(t *testing.T) {
 	staff := clientAs(t, ns, "ta@uni.example", clusterRole("userland-user-manager"))
 	granter := clientAs(t, ns, "prof@uni.example", clusterRole("userland-user-manager"))
 	clientAs(t, ns, "prof@uni.example", clusterRole("userland-budget-granter"))
-	gwConfig, err := env.ConfigBoundTo(ctx, "userland-gateway-grant-under-test", "userland-gateway")
+	// As the chart runs it: a ServiceAccount.
+	gwConfig, err := env.ConfigBoundTo(ctx, "system:serviceaccount:userland-system:gateway-grant-under-test", "userland-gateway")
 	if err != nil {
 		t.Fatal(err)
 	}
 	gateway, err := client.New(gwConfig, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A person holding the gateway's role is still a person: they record
+	// only themself.
+	personConfig, err := env.ConfigBoundTo(ctx, "gw-admin@uni.example", "userland-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayRolePerson, err := client.New(personConfig, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +70,8 @@ func TestOnlyGrantersGrantBudget(t *testing.T) {
 		{"listed staff without the grant verb", func() error { return grant(staff, "s-lab-db", week+"5;ta") },
 			"ta@uni.example may not grant courses.userland.dev db"},
 		{"a granter grants on the course", func() error { return grant(granter, "s-lab-db", week+"3;prof@uni.example") }, ""},
+		{"nor can the gateway's role held by a person", func() error { return grant(gatewayRolePerson, "s-lab-db", week+"7;prof") },
+			`it must say "gw-admin@uni.example" after the ';'`},
 		{"a granter cannot record the grant as someone else's", func() error { return grant(granter, "s-lab-db", week+"6;dean@uni.example") },
 			`it must say "prof@uni.example" after the ';'`},
 		{"listed staff cannot raise it either", func() error { return grant(staff, "s-lab-db", week+"30;ta") },

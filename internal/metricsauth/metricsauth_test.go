@@ -1,0 +1,71 @@
+package metricsauth
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestBearer(t *testing.T) {
+	t.Parallel()
+	type got struct {
+		Token string
+		OK    bool
+	}
+	for _, tc := range []struct {
+		header string
+		want   got
+	}{
+		{"Bearer abc", got{"abc", true}},
+		{"bearer abc", got{"abc", true}},
+		{"Bearer  abc ", got{"abc", true}},
+		{"Bearer", got{"", false}},
+		{"Bearer ", got{"", false}},
+		{"Basic YWxpY2U6cHc=", got{"YWxpY2U6cHc=", false}},
+		{"", got{"", false}},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		token, ok := bearer(r)
+		if diff := cmp.Diff(tc.want, got{token, ok}); diff != "" {
+			t.Errorf("bearer(%q) (-want +got):\n%s", tc.header, diff)
+		}
+	}
+}
+
+// TestCallersBeyondTheBoundWait: with every review slot taken, a caller
+// gets 429 at once, and without a token 401 before any review: neither
+// reaches the API server (the Guard has no client here, so a review
+// would fail the test with 503).
+func TestCallersBeyondTheBoundWait(t *testing.T) {
+	t.Parallel()
+	g := &Guard{slots: make(chan struct{}, 1)}
+	g.slots <- struct{}{}
+	served := false
+	h := g.Wrap(logr.Discard(), http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{
+		{"Bearer made-up", http.StatusTooManyRequests},
+		{"", http.StatusUnauthorized},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("Authorization %q with the reviews full: %d, want %d", tc.header, w.Code, tc.want)
+		}
+	}
+	if served {
+		t.Error("a caller was served the metrics without a review")
+	}
+}
