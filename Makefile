@@ -151,6 +151,10 @@ bench-pages: build control-plane ## Only the admin page at 10000 Userlands and a
 bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (as 50 courses), each on a fresh cluster: controller and gateway RSS, time to all Ready, steady writes, a rollout to all (about an hour here); writes docs/benchmarks-10000.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -large 10000 -large-namespaces 1,50 -out docs/benchmarks-10000.md $(BENCH_FLAGS)
 
+.PHONY: bench-budget
+bench-budget: build control-plane ## 1000 environments running under a weekly compute-hour budget: steady-state writes and the writes at the week's rollover (about 8 minutes here); writes docs/benchmarks-budget.md.
+	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -budget 1000 -out docs/benchmarks-budget.md $(BENCH_FLAGS)
+
 .PHONY: bench-large
 bench-large: build control-plane ## Provision 5000 Userlands against the baseline (about 22 minutes) and write docs/benchmarks-5000.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n 5000 -rollout=false -gateway=false -real-wake=false -class-warm-students 0 -out docs/benchmarks-5000.md $(BENCH_FLAGS)

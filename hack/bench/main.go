@@ -54,6 +54,8 @@ type options struct {
 	// large is the size of the 10,000-environment scenario (0: not run),
 	// in each of largeNamespaces layouts; it runs alone.
 	large           int
+	budget          int
+	budgetLead      time.Duration
 	largeNamespaces []int
 	// realWake times each real app's wake on a real node beside kwok;
 	// onlyRealWake runs nothing else and prints its rows instead of
@@ -108,6 +110,8 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
 	flag.IntVar(&o.pages, "pages", 0, "Userlands the admin and course pages are timed at, with no controller running (0: none; make bench-pages runs 10000)")
 	flag.IntVar(&o.large, "large", 0, "Userlands of the large scenario, run alone on clusters of its own (0: none; make bench-10k runs 10000)")
+	flag.IntVar(&o.budget, "budget", 0, "running environments of the budget scenario, run alone on a cluster of its own: steady-state writes and a weekly rollover (0: none; make bench-budget runs 1000)")
+	flag.DurationVar(&o.budgetLead, "budget-lead", 5*time.Minute, "how long after the budget scenario's controller starts its clock reaches Monday 00:00 UTC")
 	flag.StringVar(&largeNS, "large-namespaces", "1,50", "the large scenario's layouts: namespaces the Userlands are spread over, comma-separated")
 	flag.IntVar(&o.pagesStudents, "pages-students", 2000, "of them, students of the one course whose page is timed")
 	flag.BoolVar(&o.realWake, "real-wake", true, "time each real app's wake (stopped → first byte) on a real node beside kwok: Linux and root, with "+nodeDirEnv+", "+appImagesEnv+" and "+nodeImagesEnv+" set (make bench sets them); the report says why where it cannot run")
@@ -204,6 +208,13 @@ func run(o options) error {
 	}
 	if o.onlyRealWake {
 		return onlyRealWake(ctx, dir)
+	}
+	if o.budget > 0 {
+		r, err := benchBudget(ctx, o.budget, o.budgetLead, time.Minute, dir)
+		if err != nil {
+			return err
+		}
+		return writeBudgetReport(o, r)
 	}
 	if o.large > 0 {
 		large, err := benchLarge(ctx, o, dir, bin)

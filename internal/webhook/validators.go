@@ -117,10 +117,12 @@ func (v *ClusterTemplateValidator) ValidateDelete(context.Context, *v1alpha1.Clu
 
 // The API server sends a deletion to the webhook only when ValidateDelete
 // could refuse it: the environment has recorded usage, and the deleter is
-// not kube-system (the namespace controller, the garbage collector).
-// Every other deletion, a namespace's cleanup above all, goes through even
-// while the webhook is down; ValidateDelete checks the same again.
-// +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-userland,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=userlands,verbs=create;update;delete,versions=v1alpha1,name=userlands.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"deletions-with-usage","expression":"request.operation != 'DELETE' || (has(oldObject.status) && has(oldObject.status.usage))"},{"name":"deletions-not-by-kube-system","expression":"request.operation != 'DELETE' || !(request.userInfo.username == 'system:kube-controller-manager' || request.userInfo.username.startsWith('system:serviceaccount:kube-system:'))"}]}`
+// neither kube-system (the namespace controller, the garbage collector)
+// nor system:masters (whom RBAC allows grant anyway; some clusters run
+// their controller-manager so). Every other deletion, a namespace's
+// cleanup above all, goes through even while the webhook is down;
+// ValidateDelete checks the same again.
+// +kubebuilder:webhook:path=/validate-userland-dev-v1alpha1-userland,mutating=false,failurePolicy=fail,sideEffects=None,groups=userland.dev,resources=userlands,verbs=create;update;delete,versions=v1alpha1,name=userlands.userland.dev,admissionReviewVersions=v1,timeoutSeconds=5,patch=`{"matchConditions":[{"name":"deletions-with-usage","expression":"request.operation != 'DELETE' || (has(oldObject.status) && has(oldObject.status.usage))"},{"name":"deletions-not-by-kube-system-or-masters","expression":"request.operation != 'DELETE' || !(request.userInfo.username == 'system:kube-controller-manager' || request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || (has(request.userInfo.groups) && 'system:masters' in request.userInfo.groups))"}]}`
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // UserlandValidator checks a Userland's template reference against other

@@ -12,6 +12,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -147,17 +148,36 @@ func TestWebhookUnavailable(t *testing.T) {
 // deleteWebhooksDown: with the webhooks down, deleting an environment that
 // has used no hours goes through (the webhook's match conditions leave it
 // out), deleting one that has is refused (it may be a grant), and the
-// namespace's deletion removes both: kube-system's deletions are never
-// sent to the webhook, so a namespace does not hang Terminating.
+// namespace's deletion removes both: the namespace controller's deletions
+// (kube-system's, or here system:masters', as this cluster's
+// controller-manager signs in) are never sent to the webhook, so a
+// namespace does not hang Terminating.
 func deleteWebhooksDown(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
+	// A user manager deletes them (not system:masters, whose deletions the
+	// webhook is not asked about: RBAC allows them grant anyway).
+	deleter := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "faults-userland-deleter"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"userlands"}, Verbs: []string{"get", "delete"}}},
+	}
+	if err := env.Client.Create(ctx, deleter); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cfg, err := env.ConfigBoundTo(ctx, "manager@uni.example", deleter.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manager, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
 	plain := testobj.MakeUserland(ns, "plain", "alice", "t").Obj()
-	if err := env.Client.Delete(ctx, plain); err != nil {
-		t.Errorf("deleting an environment with no usage while the webhooks are down: %v, want it deleted", err)
+	if err := manager.Delete(ctx, plain); err != nil {
+		t.Errorf("a user manager deleting an environment with no usage while the webhooks are down: %v, want it deleted", err)
 	}
 	spent := testobj.MakeUserland(ns, "spent", "alice", "t").Obj()
-	err := env.Client.Delete(ctx, spent)
+	err = manager.Delete(ctx, spent)
 	t.Logf("with the webhooks down, deleting an environment that used hours says: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Errorf("deleting an environment that used hours while the webhooks are down: %v, want a refusal naming the webhook", err)
