@@ -184,9 +184,24 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		// (allowedNamespaces). Metadata only: labels are all it needs.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.clusterTemplateUserlandsOfNamespace),
 			builder.OnlyMetadata, builder.WithPredicates(labelsChanged)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers, RateLimiter: retryLimiter()}).
 		Complete(r)
 }
+
+// Retries after an error: 5 ms doubling per failure of the same object, at
+// most maxRetryDelay apart, with no rate shared by all objects.
+// controller-runtime's default also shares a 10-per-second bucket among
+// every object's retries and lets one object's delay grow to 16 minutes:
+// after an API server outage at a class start, a thousand environments'
+// retries would trickle back at ten a second, and an object that failed
+// eighteen times would wait a quarter of an hour. The client's own rate
+// limit (--kube-api-qps) is what protects the API server.
+func retryLimiter() workqueue.TypedRateLimiter[ctrl.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[ctrl.Request](5*time.Millisecond, maxRetryDelay)
+}
+
+// maxRetryDelay bounds how long an object that keeps failing waits.
+const maxRetryDelay = time.Minute
 
 // sharedPolicyEvents enqueues a shared policy's Userlands on its events.
 // Its deletion also ends any wait for its creation (r.created): a policy

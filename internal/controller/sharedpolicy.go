@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -138,6 +139,7 @@ func (r *SharedPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				}
 			},
 		}).
+		WithOptions(controller.Options{RateLimiter: retryLimiter()}).
 		Complete(r)
 }
 

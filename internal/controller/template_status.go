@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -135,6 +136,7 @@ func (r *TemplateStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				r.enqueueTemplateOf(e.Object, q)
 			},
 		}).
+		WithOptions(controller.Options{RateLimiter: retryLimiter()}).
 		Complete(r)
 }
 
