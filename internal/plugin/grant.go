@@ -13,24 +13,34 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
-// grantCommand is `kubectl userland grant COURSE STUDENT --hours N`. It
-// writes with the caller's own credentials: the webhook admits the grant
-// only when RBAC allows them the verb grant on the course, so the plugin
-// lends nobody anything.
+// grantCommand is `kubectl userland grant COURSE STUDENT --hours N`, or
+// `--userland NAME` for one environment (outside a course, its template's
+// budget). It writes with the caller's own credentials: the webhook admits
+// the grant only when RBAC allows them the verb grant on the course (or
+// the Userland), so the plugin lends nobody anything.
 func (o *options) grantCommand() *cobra.Command {
 	var hours int64
-	var template string
+	var template, userland string
 	cmd := &cobra.Command{
-		Use:   "grant COURSE STUDENT --hours N",
-		Short: "Grant a student extra compute hours for the current budget period (each of their course environments, or one with --template)",
-		Args:  cobra.ExactArgs(2),
+		Use:   "grant (COURSE STUDENT | --userland NAME) --hours N",
+		Short: "Grant extra compute hours for the current budget period: a student's course environments (or one with --template), or one environment with --userland",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if userland != "" {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c, err := o.client()
 			if err != nil {
 				return err
+			}
+			if userland != "" {
+				return o.grantOne(ctx, c, userland, hours)
 			}
 			crs, err := o.getCourse(ctx, c, args[0])
 			if err != nil {
@@ -45,7 +55,7 @@ func (o *options) grantCommand() *cobra.Command {
 			}
 			by := o.whoAmI(ctx, c)
 			for i := range targets {
-				if err := o.grant(ctx, c, crs, &targets[i], hours, by); err != nil {
+				if err := o.grant(ctx, c, crs, nil, &targets[i], hours, by); err != nil {
 					return err
 				}
 				_, _ = fmt.Fprintf(o.io.Out, "userland.userland.dev/%s granted %d more hours\n", targets[i].Name, hours)
@@ -55,6 +65,7 @@ func (o *options) grantCommand() *cobra.Command {
 	}
 	cmd.Flags().Int64Var(&hours, "hours", 0, "extra hours for the current period (required)")
 	cmd.Flags().StringVar(&template, "template", "", "only the environment of this template")
+	cmd.Flags().StringVar(&userland, "userland", "", "one environment by name, in or outside a course (no COURSE STUDENT then)")
 	_ = cmd.MarkFlagRequired("hours")
 	return cmd
 }
@@ -79,14 +90,49 @@ func studentEnvironments(ctx context.Context, c client.Client, crs *v1alpha1.Cou
 	return out, nil
 }
 
-// grant adds hours to ul's grant, retrying on a conflict with another
-// grant (the patch carries the resourceVersion it read).
-func (o *options) grant(ctx context.Context, c client.Client, crs *v1alpha1.Course, ul *v1alpha1.Userland, hours int64, by string) error {
+// grantOne grants hours to the Userland name: under its course's budget
+// when a course made it, else under its template's.
+func (o *options) grantOne(ctx context.Context, c client.Client, name string, hours int64) error {
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	ul := &v1alpha1.Userland{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ul); err != nil {
+		return fmt.Errorf("userland %s: %w", name, err)
+	}
+	var crs *v1alpha1.Course
+	var tmpl *v1alpha1.TemplateSpec
+	if cn := ul.Labels[v1alpha1.LabelCourse]; cn != "" {
+		if crs, err = o.getCourse(ctx, c, cn); err != nil {
+			return err
+		}
+		if !course.Provisioned(crs, ul) {
+			return fmt.Errorf("userland %s carries course %s's label but the course did not make it", name, cn)
+		}
+	} else {
+		t, err := templates.Resolve(ctx, c, ul)
+		if err != nil {
+			return fmt.Errorf("the template of userland %s: %w", name, err)
+		}
+		tmpl = t.Spec
+	}
+	if err := o.grant(ctx, c, crs, tmpl, ul, hours, o.whoAmI(ctx, c)); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(o.io.Out, "userland.userland.dev/%s granted %d more hours\n", ul.Name, hours)
+	return nil
+}
+
+// grant adds hours to ul's grant under crs's budget (or, outside a
+// course, tmpl's), retrying on a conflict with another grant (the patch
+// carries the resourceVersion it read).
+func (o *options) grant(ctx context.Context, c client.Client, crs *v1alpha1.Course, tmpl *v1alpha1.TemplateSpec, ul *v1alpha1.Userland, hours int64, by string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(ul), ul); err != nil {
 			return err
 		}
-		patch, err := actions.GrantPatch(ul, crs, nil, hours, by, o.now())
+		patch, err := actions.GrantPatch(ul, crs, tmpl, hours, by, o.now())
 		if err != nil {
 			return err
 		}

@@ -71,3 +71,41 @@ func TestGrantAddsHoursForTheCurrentWeek(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantOneEnvironmentOutsideACourse: --userland grants under the
+// environment's template budget, and refuses one no budget governs, a
+// missing one, and positional arguments beside it.
+func TestGrantOneEnvironmentOutsideACourse(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	metered := testobj.MakeTemplate(ns, "metered").Obj()
+	metered.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 4, Period: v1alpha1.BudgetWeek}
+	mustCreate(t, metered, testobj.MakeTemplate(ns, "free").Obj(),
+		testobj.MakeUserland(ns, "m", "m@uni.example", "metered").Obj(), testobj.MakeUserland(ns, "f", "f@uni.example", "free").Obj())
+
+	out, _, err := kubectl(t, "-n", ns, "grant", "--userland", "m", "--hours", "2")
+	if err != nil || !strings.Contains(out, "m granted 2 more hours") {
+		t.Fatalf("grant --userland m: %q, %v", out, err)
+	}
+	var got v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "m"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	g, err := budget.ParseGrant(got.Annotations[v1alpha1.AnnotationBudgetGrant])
+	if err != nil || !g.PeriodStart.Equal(budget.WeekStart(time.Now())) || g.Hours != 2 || g.By == "" {
+		t.Errorf("grant = %+v (%v), want 2 hours this week by the caller", g, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"grant", "--userland", "f", "--hours", "1"}, "no compute-hour budget governs"},
+		{[]string{"grant", "--userland", "gone", "--hours", "1"}, "not found"},
+		{[]string{"grant", "db", "a@uni.example", "--userland", "m", "--hours", "1"}, "unknown command"},
+	} {
+		if _, _, err := kubectl(t, append([]string{"-n", ns}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
