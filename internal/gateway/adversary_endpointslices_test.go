@@ -19,7 +19,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -27,41 +26,6 @@ import (
 	"github.com/userland-dev/userland/internal/testenv"
 	"github.com/userland-dev/userland/internal/testobj"
 )
-
-// gatewayCache starts a cache as the gateway runs it: under the shipped
-// userland-gateway role, with CacheOptions and AddIndexes.
-func gatewayCache(t *testing.T, user string) cache.Cache {
-	t.Helper()
-	ctx := context.Background()
-	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.ConfigBoundTo(ctx, user, "userland-gateway")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := gateway.CacheOptions()
-	opts.Scheme = env.Scheme
-	c, err := cache.New(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gateway.AddIndexes(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	go func() { _ = c.Start(cctx) }()
-	for _, o := range gateway.Watched() {
-		if _, err := c.GetInformer(ctx, o); err != nil {
-			t.Fatalf("the gateway's role cannot watch %T: %v", o, err)
-		}
-	}
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
-	return c
-}
 
 func livePodIP(t *testing.T, ns, user string) string {
 	t.Helper()
@@ -163,7 +127,7 @@ func TestAdversaryMirroredAndUnlabelledSlicesAreIgnored(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := gatewayCache(t, "gateway-adv-mirror")
+	c, _ := gatewayCache(t, "gateway-adv-mirror")
 	for _, name := range []string{"carol", "dave"} {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -234,7 +198,7 @@ func TestAdversaryPodCreatorJoinsAnEnvironment(t *testing.T) {
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := gatewayCache(t, "gateway-adv-podlabel")
+	c, _ := gatewayCache(t, "gateway-adv-podlabel")
 	tmpl := testobj.MakeTemplate(ns, "web").Container("web").Obj()
 	if err := env.Client.Create(ctx, tmpl); err != nil {
 		t.Fatal(err)
@@ -345,7 +309,7 @@ func TestAdversaryServiceSwapRoutesToAnotherEnvironment(t *testing.T) {
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := gatewayCache(t, "gateway-adv-svcswap")
+	c, _ := gatewayCache(t, "gateway-adv-svcswap")
 	for _, o := range []client.Object{
 		testobj.MakeTemplate(ns, "web").Container("web").Obj(),
 		testobj.MakeUserland(ns, "alice", "alice", "web").Obj(),
@@ -466,7 +430,7 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := gatewayCache(t, "gateway-adv-recreate")
+	c, _ := gatewayCache(t, "gateway-adv-recreate")
 	for _, o := range []client.Object{
 		testobj.MakeTemplate(ns, "web").Container("web").Obj(),
 		testobj.MakeUserland(ns, "lab", "alice", "web").Obj(),
@@ -566,7 +530,7 @@ func TestAdversaryServicePatcherRoutesToAnotherEnvironment(t *testing.T) {
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := gatewayCache(t, "gateway-adv-svcpatch")
+	c, _ := gatewayCache(t, "gateway-adv-svcpatch")
 	for _, o := range []client.Object{
 		testobj.MakeTemplate(ns, "web").Container("web").Obj(),
 		testobj.MakeUserland(ns, "alice", "alice", "web").Obj(),
@@ -630,7 +594,7 @@ func TestAdversaryWakeResolvesWithinTheBudget(t *testing.T) {
 	startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	c := gatewayCache(t, "gateway-adv-wake")
+	c, _ := gatewayCache(t, "gateway-adv-wake")
 	for _, o := range []client.Object{
 		testobj.MakeTemplate(ns, "web").Container("web").Obj(),
 		testobj.MakeUserland(ns, "alice", "alice", "web").Obj(),

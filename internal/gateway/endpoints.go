@@ -160,4 +160,3 @@ func endpointServes(ep discoveryv1.Endpoint, namespace string) bool {
 	}
 	return ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" && ep.TargetRef.Namespace == namespace
 }
-

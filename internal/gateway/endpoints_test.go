@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,12 +11,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway"
-	"github.com/userland-dev/userland/internal/testenv"
 	"github.com/userland-dev/userland/internal/testobj"
 )
 
@@ -41,33 +38,7 @@ func TestEndpointSliceResolverFollowsThePod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	gwConfig, err := env.ConfigBoundTo(ctx, "gateway-resolver", "userland-gateway")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := gateway.CacheOptions()
-	opts.Scheme = env.Scheme
-	c, err := cache.New(gwConfig, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	if err := gateway.AddIndexes(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.Start(cctx) }()
-	for _, o := range gateway.Watched() {
-		if _, err := c.GetInformer(ctx, o); err != nil {
-			t.Fatalf("the gateway's role cannot watch %T: %v", o, err)
-		}
-	}
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
+	c, _ := gatewayCache(t, "gateway-resolver")
 	resolver := gateway.EndpointSliceResolver{Reader: c, Wait: 30 * time.Second}
 
 	// A slice someone wrote by hand, naming the Service and carrying the

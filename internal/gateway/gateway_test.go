@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	testingclock "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -185,40 +184,14 @@ func setupWith(t *testing.T, options func(*gateway.Options), mutate func(*gatewa
 		env.WaitPhase(t, ns, u, v1alpha1.PhaseReady)
 	}
 
-	// The gateway's side runs under the shipped userland-gateway role only.
-	if err := env.CreateFromFile(ctx, filepath.Join(testenv.RepoRoot(), "config", "rbac", "roles.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	// A ServiceAccount's name, as the chart runs it (the webhook lets a
-	// ServiceAccount record the person a grant is for).
-	gwConfig, err := env.ConfigBoundTo(ctx, "system:serviceaccount:userland-system:gateway-under-test", "userland-gateway")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The gateway's side runs under the shipped userland-gateway role
+	// only: a ServiceAccount's name, as the chart runs it (the webhook lets
+	// a ServiceAccount record the person a grant is for).
+	c, gwConfig := gatewayCache(t, "system:serviceaccount:userland-system:gateway-under-test")
 	gwClient, err := client.New(gwConfig, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The cache as the manager configures it: deep copies off, so a
-	// request that changed what it read would race every other reader.
-	cacheOpts := gateway.CacheOptions()
-	cacheOpts.Scheme = env.Scheme
-	c, err := cache.New(gwConfig, cacheOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	go func() { _ = c.Start(cctx) }()
-	if err := gateway.AddIndexes(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range gateway.Watched() {
-		if _, err := c.GetInformer(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.WaitForCacheSync(ctx)
 
 	// The gateway is built as the manager builds it, from options and files.
 	dir := t.TempDir()
