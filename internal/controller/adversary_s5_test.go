@@ -15,21 +15,33 @@ import (
 
 // s5UsedStudent makes course art (student s, template lab with a budget
 // of two hours a week) and has s's environment use 90 minutes of it.
-func s5UsedStudent(t *testing.T, ctrl *running, ctx context.Context, ns string) *v1alpha1.Userland {
+func s5UsedStudent(t *testing.T, ctrl *running, ctx context.Context, ns string, period v1alpha1.BudgetPeriod) *v1alpha1.Userland {
 	t.Helper()
 	now := ctrl.clock.Now().Truncate(time.Second)
-	tmpl := template(ns, "lab", "example.org/lab:1")
-	tmpl.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 2, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
-	create(t, tmpl)
-	create(t, testobj.MakeCourse(ns, "art").Term(now.Add(-time.Hour), now.Add(72*time.Hour)).Students("s@uni.example").
-		Template("lab", v1alpha1.ProvisionUpFront).Retention(24*time.Hour, "").Obj())
+	create(t, template(ns, "lab", "example.org/lab:1"))
+	c := testobj.MakeCourse(ns, "art").Term(now.Add(-time.Hour), now.Add(72*time.Hour)).Students("s@uni.example").
+		Template("lab", v1alpha1.ProvisionUpFront).Retention(24*time.Hour, "").Obj()
+	// A course governs its students' budgets (budgetOf).
+	c.Spec.Limits.Budget = &v1alpha1.BudgetSpec{Hours: 2, Period: period, Weighting: v1alpha1.WeightingNone}
+	create(t, c)
 	waitCourse(t, ns, "art", "provisioned", func(c *v1alpha1.Course) bool { return c.Status.Provisioned == 1 })
 	s := userlandOf(courseUserlands(t, ctx, ns, "art"), "s@uni.example")
 	if s == nil {
 		t.Fatal("no environment for the student")
 	}
+	// Course environments start when their user first opens them.
+	act(t, ctx, ns, s.Name, actions.Start, ctrl.clock.Now())
 	env.WaitPhase(t, ns, s.Name, v1alpha1.PhaseReady)
-	waitUsage(t, ns, s.Name, func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
+	for i := 0; ; i++ {
+		cur, err := get(t, ctx, ns, s.Name)
+		if err == nil && cur.Status.Usage != nil && cur.Status.Usage.RunningSince != nil {
+			break
+		}
+		if i == 40 {
+			t.Fatalf("no run recorded: err %v, status %+v, annotations %v", err, cur.Status, cur.Annotations)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	ctrl.clock.Step(90 * time.Minute)
 	act(t, ctx, ns, s.Name, actions.Stop, ctrl.clock.Now())
 	before := waitUsage(t, ns, s.Name, func(u *v1alpha1.UsageStatus) bool { return u.RunningSince == nil && u.UsedSeconds >= 80*60 })
@@ -54,7 +66,7 @@ func TestAdversaryS5CourseManagerRetiresForAFreshBudget(t *testing.T) {
 	// The course manager's rights (roles.yaml userland-course-manager):
 	// patch on courses, no grant; the controller tests run no webhooks, so
 	// the test's client stands for them on the course.
-	before := s5UsedStudent(t, ctrl, ctx, ns)
+	before := s5UsedStudent(t, ctrl, ctx, ns, v1alpha1.BudgetWeek)
 	s := before
 	// The course manager ends the term a minute ago, retention one second.
 	setTerm := func(start, end time.Time, retention time.Duration) {
@@ -117,10 +129,8 @@ func TestAdversaryS5TemplateSwapForASecondBudget(t *testing.T) {
 	ctrl := startController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	before := s5UsedStudent(t, ctrl, ctx, ns)
-	other := template(ns, "lab2", "example.org/lab:1")
-	other.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 2, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
-	create(t, other)
+	before := s5UsedStudent(t, ctrl, ctx, ns, v1alpha1.BudgetWeek)
+	create(t, template(ns, "lab2", "example.org/lab:1"))
 	ul, err := get(t, ctx, ns, before.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +169,40 @@ func TestAdversaryS5TemplateSwapForASecondBudget(t *testing.T) {
 	t.Logf("after the swap the course made %s (template %s), usage %+v", fresh.Name, fresh.Spec.TemplateRef.Name, fresh.Status.Usage)
 	t.Errorf("HOLE: after a user manager pointed the student's used environment (%d s used) at another template, the course made "+
 		"the student a second environment %s with a whole budget; no grant was asked", before.Status.Usage.UsedSeconds, fresh.Name)
+}
+
+// TestAdversaryS5CourseManagerShiftsTheTermForAFreshBudget: a course's
+// budget for the whole term (period Term) is counted from term.start
+// (budget.PeriodAt), and usage of another period start is dropped
+// (budget.Advance). A course manager (patch on courses, no grant) moves
+// term.start one second: every student's hours are whole again, with no
+// deletion for the webhook to ask about. Secure: the hours used stay used.
+func TestAdversaryS5CourseManagerShiftsTheTermForAFreshBudget(t *testing.T) {
+	ctrl := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	before := s5UsedStudent(t, ctrl, ctx, ns, v1alpha1.BudgetTerm)
+	var c v1alpha1.Course
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "art"}, &c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Term.Start = metav1.NewTime(c.Spec.Term.Start.Add(-time.Second))
+	if err := env.Client.Patch(ctx, &c, patch); err != nil {
+		t.Fatal(err)
+	}
+	poke(t, ns, before.Name)
+	time.Sleep(3 * time.Second)
+	poke(t, ns, before.Name)
+	time.Sleep(2 * time.Second)
+	after, err := get(t, ctx, ns, before.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("usage before the shift %+v; after %+v", before.Status.Usage, after.Status.Usage)
+	if after.Status.Usage == nil || after.Status.Usage.UsedSeconds < before.Status.Usage.UsedSeconds {
+		t.Errorf("HOLE: a course manager moved term.start by one second and the student's term budget came back whole "+
+			"(used %d s before, usage now %+v): budget.PeriodAt anchors a Term budget at term.start and budget.Advance drops "+
+			"usage of another period start", before.Status.Usage.UsedSeconds, after.Status.Usage)
+	}
 }
