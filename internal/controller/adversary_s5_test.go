@@ -206,3 +206,47 @@ func TestAdversaryS5CourseManagerShiftsTheTermForAFreshBudget(t *testing.T) {
 			"usage of another period start", before.Status.Usage.UsedSeconds, after.Status.Usage)
 	}
 }
+
+// TestAdversaryS5PlantedOwnerLetsTheGarbageCollectorReset: the end of
+// the webhook test TestAdversaryS5OwnerReferenceHandsTheDeletionToTheGarbageCollector,
+// whose planted ownerReference a user manager's patch gets admitted: the
+// real garbage collector (kube-controller-manager) deletes the used
+// environment whose owner does not exist, a deletion the webhook's
+// matchConditions never send it, and the course makes the environment
+// again with none used. Secure: the student's hours stay used.
+func TestAdversaryS5PlantedOwnerLetsTheGarbageCollectorReset(t *testing.T) {
+	ctrl := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	before := s5UsedStudent(t, ctrl, ctx, ns, v1alpha1.BudgetWeek)
+	ul, err := get(t, ctx, ns, before.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(ul.DeepCopy())
+	ul.OwnerReferences = append(ul.OwnerReferences, metav1.OwnerReference{
+		APIVersion: "v1", Kind: "ConfigMap", Name: "gone", UID: "00000000-0000-0000-0000-00000000dead",
+	})
+	if err := env.Client.Patch(ctx, ul, patch); err != nil {
+		t.Fatal(err)
+	}
+	var again *v1alpha1.Userland
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) && again == nil {
+		if u := userlandOf(courseUserlands(t, ctx, ns, "art"), "s@uni.example"); u != nil && u.UID != before.UID {
+			again = u
+		}
+		time.Sleep(time.Second)
+	}
+	if again == nil {
+		t.Log("the garbage collector did not delete the environment (or the course did not make it again) within 90 s")
+		return
+	}
+	time.Sleep(3 * time.Second)
+	again, _ = get(t, ctx, ns, again.Name)
+	t.Logf("made again after the garbage collector's deletion: %s uid %s, usage %+v", again.Name, again.UID, again.Status.Usage)
+	if again.Status.Usage == nil || again.Status.Usage.UsedSeconds < before.Status.Usage.UsedSeconds {
+		t.Errorf("HOLE: a planted ownerReference to an absent owner had the garbage collector delete an environment that used %d s "+
+			"this week, and the course made it again with usage %+v", before.Status.Usage.UsedSeconds, again.Status.Usage)
+	}
+}
