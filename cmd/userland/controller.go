@@ -95,6 +95,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	f.StringVar(&certSecret, "webhook-cert-secret", "userland-webhook-cert", "Secret (name or namespace/name; default namespace $POD_NAMESPACE) holding the self-managed certificate")
 	f.StringVar(&hooks.ConfigName, "webhook-config-name", "userland-validating-webhook-configuration", "ValidatingWebhookConfiguration whose CA bundle is managed in self mode")
 	f.StringVar(&webhookService, "webhook-service", "userland-webhook-service", "Service in front of the webhook server; the certificate is issued for <service>.<namespace>.svc")
+	f.StringSliceVar(&hooks.GrantRecorders, "webhook-grant-recorders", nil, "user names that may record a compute-hour grant as another person's: the gateway's ServiceAccount (system:serviceaccount:NAMESPACE:NAME), which names the signed-in person it asked RBAC about; anyone else names only themself")
 	f.BoolVar(&hooks.WriteCertsToDir, "webhook-write-certs", false, "copy the self-managed certificate from its Secret into --webhook-cert-dir (outside a cluster, where no kubelet mounts it)")
 	f.StringSliceVar(&extraDNSNames, "webhook-extra-dns-names", nil, "additional DNS names for the self-managed certificate")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG)")

@@ -9,15 +9,18 @@
 // forged token with 500 rather than 401, and it links gRPC, OpenTelemetry
 // and CEL into the controller for one endpoint. Reviews in flight are
 // bounded, so a flood of made-up tokens costs the API server a few
-// requests at a time, not one each.
+// requests at a time, not one each; a caller allowed once is remembered for
+// a few minutes, so such a flood cannot crowd out the scraper that matters.
 package metricsauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,6 +40,17 @@ const MaxReviews = 4
 
 // reviewTimeout bounds one caller's reviews.
 const reviewTimeout = 10 * time.Second
+
+// slotWait is how long a caller waits for a review slot before 429.
+const slotWait = time.Second
+
+// allowedTTL is how long an allowed token and path are remembered (a
+// revoked binding or token is honoured after at most this); maxAllowed
+// bounds how many are.
+const (
+	allowedTTL = 5 * time.Minute
+	maxAllowed = 256
+)
 
 // Filter is a metricsserver.FilterProvider: it asks the API server, with
 // config's identity (which needs create on tokenreviews and
@@ -63,6 +77,34 @@ func Filter(config *rest.Config, httpClient *http.Client) (metricsserver.Filter,
 type Guard struct {
 	Client client.Client
 	slots  chan struct{}
+
+	mu sync.Mutex
+	// allowed are the callers (a hash of token and path) allowed lately,
+	// until when. Only allowed ones: made-up tokens never grow it.
+	allowed map[[sha256.Size]byte]time.Time
+}
+
+func callerKey(token, path string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(token + "\x00" + path))
+}
+
+// allowedLately reports whether key was allowed less than allowedTTL ago.
+func (g *Guard) allowedLately(key [sha256.Size]byte, now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until, ok := g.allowed[key]
+	return ok && now.Before(until)
+}
+
+// remember notes key as allowed; a full memory is emptied first (a few
+// reviews then, not unbounded growth).
+func (g *Guard) remember(key [sha256.Size]byte, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.allowed == nil || len(g.allowed) >= maxAllowed {
+		g.allowed = map[[sha256.Size]byte]time.Time{}
+	}
+	g.allowed[key] = now.Add(allowedTTL)
 }
 
 // errUnauthenticated is a token the API server does not accept.
@@ -78,12 +120,21 @@ func (g *Guard) Wrap(log logr.Logger, next http.Handler) http.Handler {
 			http.Error(w, "a bearer token is required", http.StatusUnauthorized)
 			return
 		}
+		key := callerKey(token, r.URL.Path)
+		if g.allowedLately(key, time.Now()) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		wait := time.NewTimer(slotWait)
+		defer wait.Stop()
 		select {
 		case g.slots <- struct{}{}:
 			defer func() { <-g.slots }()
-		default:
+		case <-wait.C:
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many callers at once", http.StatusTooManyRequests)
+			return
+		case <-r.Context().Done():
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), reviewTimeout)
@@ -110,6 +161,7 @@ func (g *Guard) Wrap(log logr.Logger, next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("%s may not %s", who.User, act), http.StatusForbidden)
 			return
 		}
+		g.remember(key, time.Now())
 		next.ServeHTTP(w, r)
 	})
 }

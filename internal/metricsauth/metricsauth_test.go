@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
@@ -39,9 +40,10 @@ func TestBearer(t *testing.T) {
 }
 
 // TestCallersBeyondTheBoundWait: with every review slot taken, a caller
-// gets 429 at once, and without a token 401 before any review: neither
-// reaches the API server (the Guard has no client here, so a review
-// would fail the test with 503).
+// gets 429 after waiting slotWait, and without a token 401 before any
+// review: neither reaches the API server (the Guard has no client here,
+// so a review would fail the test with 503). A caller allowed lately is
+// served without a slot: a flood cannot crowd out the scraper.
 func TestCallersBeyondTheBoundWait(t *testing.T) {
 	t.Parallel()
 	g := &Guard{slots: make(chan struct{}, 1)}
@@ -67,5 +69,20 @@ func TestCallersBeyondTheBoundWait(t *testing.T) {
 	}
 	if served {
 		t.Error("a caller was served the metrics without a review")
+	}
+	g.remember(callerKey("prometheus", "/metrics"), time.Now())
+	r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	r.Header.Set("Authorization", "Bearer prometheus")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if !served || w.Code != http.StatusOK {
+		t.Errorf("a caller allowed lately, with the reviews full: %d (served %v), want 200", w.Code, served)
+	}
+	other := httptest.NewRequest(http.MethodGet, "/debug", nil)
+	other.Header.Set("Authorization", "Bearer prometheus")
+	served = false
+	h.ServeHTTP(httptest.NewRecorder(), other)
+	if served {
+		t.Error("a caller allowed on /metrics was served another path without a review")
 	}
 }

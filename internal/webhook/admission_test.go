@@ -122,6 +122,8 @@ func runController() error {
 		DNSNames:   []string{"userland-webhook-service.userland-system.svc", "localhost"},
 		// No kubelet mounts the Secret here.
 		WriteCertsToDir: true,
+		// The gateway as TestOnlyGrantersGrantBudget runs it.
+		GrantRecorders: []string{"system:serviceaccount:userland-system:gateway-grant-under-test"},
 	}
 	// A plain manager with only the webhooks: what is served here is the
 	// webhook package's, under the controller's RBAC role.

@@ -55,6 +55,11 @@ type Options struct {
 	// webhooks (a test or the bench running one dev stack after another)
 	// gives each its own.
 	RotatorName string
+	// GrantRecorders are the user names that may record a budget grant as
+	// another person's: the gateway's ServiceAccount, which asks RBAC
+	// about the signed-in person and names them. Anyone else names only
+	// themself (system:masters aside).
+	GrantRecorders []string
 }
 
 // NewServer is the webhook server for w; with nil, a default server that
@@ -91,7 +96,7 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 		return err
 	}
 	if !w.SelfSignedCerts {
-		if err := Setup(mgr, ps); err != nil {
+		if err := Setup(mgr, ps, w.GrantRecorders); err != nil {
 			return err
 		}
 		return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
@@ -147,7 +152,7 @@ func Serve(mgr ctrl.Manager, w *Options, fieldOwner string) error {
 		case <-ctx.Done():
 			return nil
 		}
-		if err := Setup(mgr, ps); err != nil {
+		if err := Setup(mgr, ps, w.GrantRecorders); err != nil {
 			return err
 		}
 		registered.Store(true)

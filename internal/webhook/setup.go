@@ -10,8 +10,8 @@ import (
 )
 
 // Setup registers the validating webhooks with the manager's webhook
-// server.
-func Setup(mgr ctrl.Manager, ps *PodSecurity) error {
+// server; grantRecorders are Options.GrantRecorders.
+func Setup(mgr ctrl.Manager, ps *PodSecurity, grantRecorders []string) error {
 	// Every validator asks the API server what the requester may do
 	// (SubjectAccessReview) before admitting an object the controller
 	// will act on for them.
@@ -22,7 +22,7 @@ func Setup(mgr ctrl.Manager, ps *PodSecurity) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ClusterTemplate{}).WithValidator(&ClusterTemplateValidator{PodSecurity: ps, Access: reviewer}).Complete(); err != nil {
 		return fmt.Errorf("registering clustertemplate webhook: %w", err)
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Userland{}).WithValidator(&UserlandValidator{Reader: mgr.GetAPIReader(), Access: reviewer}).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Userland{}).WithValidator(&UserlandValidator{Reader: mgr.GetAPIReader(), Access: reviewer, GrantRecorders: grantRecorders}).Complete(); err != nil {
 		return fmt.Errorf("registering userland webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Course{}).WithValidator(&CourseValidator{Reader: mgr.GetAPIReader(), Access: reviewer}).Complete(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -52,7 +51,7 @@ func (v *UserlandValidator) validateBudgetGrant(ctx context.Context, old, ul *v1
 			"%s may not %s; an administrator grants it with an RBAC rule for the verb %q (being listed as a course's staff is not enough)",
 			who.User, act, v1alpha1.VerbGrant))}, nil
 	}
-	if msg := grantedByMismatch(g.By, who); msg != "" {
+	if msg := grantedByMismatch(g.By, who, v.GrantRecorders); msg != "" {
 		return field.ErrorList{field.Invalid(grantPath, after, msg)}, nil
 	}
 	return nil, nil
@@ -70,14 +69,14 @@ func grantAction(ul *v1alpha1.Userland) access.Action {
 // grantedByMismatch says why a grant recorded as by may not be written by
 // requester, or "" when it may. A person records only themself (or no
 // one): the record shown to the student and in the event must not name
-// another member of staff. A ServiceAccount is a program acting for
-// people (the gateway records the signed-in person it asked RBAC about),
-// so it names whom it acted for; RBAC's grant verb is what it must hold.
-// So does system:masters, which RBAC does not bind and which could write
-// the grant as anyone by impersonation anyway (userland dev's gateway
-// runs so).
-func grantedByMismatch(by string, requester access.Subject) string {
-	if by == "" || by == requester.User || strings.HasPrefix(requester.User, serviceAccountPrefix) ||
+// another member of staff. Only recorders (the gateway's ServiceAccount,
+// which records the signed-in person it asked RBAC about) name whom they
+// acted for; not any ServiceAccount, since whoever holds grant can make
+// one, bind it and write through it. Nor does system:masters need to
+// name itself: RBAC does not bind it, and it could write as anyone by
+// impersonation anyway (userland dev's gateway runs so).
+func grantedByMismatch(by string, requester access.Subject, recorders []string) string {
+	if by == "" || by == requester.User || slices.Contains(recorders, requester.User) ||
 		slices.Contains(requester.Groups, "system:masters") {
 		return ""
 	}

@@ -134,6 +134,9 @@ type UserlandValidator struct {
 	Reader client.Reader
 	// Access asks what the requester may do.
 	Access access.Reviewer
+	// GrantRecorders may record a grant as another person's
+	// (Options.GrantRecorders).
+	GrantRecorders []string
 }
 
 // ValidateCreate checks a new Userland: its course link (see
@@ -210,7 +213,11 @@ func (v *UserlandValidator) validateLinks(ctx context.Context, old, ul *v1alpha1
 	if err != nil {
 		return nil, err
 	}
-	return append(errs, grantErrs...), nil
+	escapeErrs, err := v.validateBudgetEscapes(ctx, old, ul)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(errs, grantErrs...), escapeErrs...), nil
 }
 
 // ValidateDelete refuses deleting an environment that has used some of
