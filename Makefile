@@ -100,7 +100,7 @@ test-faults: control-plane ## Fault tests (controller killed, leader lost, API s
 # registered after the certificate is ready cannot avoid without starting
 # the server before its certificate exists.
 RACE_PACKAGES ?= ./internal/gateway/... ./internal/controller/... ./internal/access/... \
-	./internal/actions/ ./internal/apilimits/ ./internal/course/ ./internal/idle/ ./internal/naming/ \
+	./internal/actions/ ./internal/apilimits/ ./internal/course/ ./internal/idle/ ./internal/metricsauth/ ./internal/naming/ \
 	./internal/roster/ ./internal/simcluster/ ./internal/userlands/ ./internal/wsframe/
 
 .PHONY: test-race

@@ -96,11 +96,18 @@ func (g *Guard) allowedLately(key [sha256.Size]byte, now time.Time) bool {
 	return ok && now.Before(until)
 }
 
-// remember notes key as allowed; a full memory is emptied first (a few
-// reviews then, not unbounded growth).
+// remember notes key as allowed. A full memory drops what expired, and if
+// still full is emptied (a few reviews then, not unbounded growth).
 func (g *Guard) remember(key [sha256.Size]byte, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if len(g.allowed) >= maxAllowed {
+		for k, until := range g.allowed {
+			if !now.Before(until) {
+				delete(g.allowed, k)
+			}
+		}
+	}
 	if g.allowed == nil || len(g.allowed) >= maxAllowed {
 		g.allowed = map[[sha256.Size]byte]time.Time{}
 	}

@@ -1,8 +1,11 @@
 package metricsauth
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,5 +87,37 @@ func TestCallersBeyondTheBoundWait(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), other)
 	if served {
 		t.Error("a caller allowed on /metrics was served another path without a review")
+	}
+}
+
+// TestGuardUnderConcurrentCallers: callers served from the memory of
+// allowed tokens while others are being remembered, all at once (run
+// under the race detector by make test-race).
+func TestGuardUnderConcurrentCallers(t *testing.T) {
+	t.Parallel()
+	g := &Guard{slots: make(chan struct{}, 1)}
+	g.slots <- struct{}{} // no review may run: only remembered callers pass
+	g.remember(callerKey("prometheus", "/metrics"), time.Now())
+	var served atomic.Int32
+	h := g.Wrap(logr.Discard(), http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for i := range 16 {
+		wg.Go(func() {
+			for n := range 10 { // 160 others: fewer than maxAllowed
+				g.remember(callerKey(fmt.Sprintf("other-%d-%d", i, n), "/metrics"), time.Now())
+				r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				r.Header.Set("Authorization", "Bearer prometheus")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if wrong.Load() != 0 || served.Load() != 16*10 {
+		t.Errorf("%d of %d remembered callers were not served (%d served)", wrong.Load(), 16*10, served.Load())
 	}
 }
