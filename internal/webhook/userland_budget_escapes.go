@@ -64,6 +64,18 @@ func (v *UserlandValidator) requireAny(ctx context.Context, ul *v1alpha1.Userlan
 	if err != nil {
 		return nil, err
 	}
+	ok, err := v.mayGrantOrEnroll(ctx, who, ul)
+	if err != nil || ok {
+		return nil, err
+	}
+	return field.ErrorList{field.Forbidden(path, fmt.Sprintf("%s may not %s: %s, which takes RBAC's verb %q", who.User, grantAction(ul), why, v1alpha1.VerbGrant))}, nil
+}
+
+// mayGrantOrEnroll reports whether RBAC lets who grant on ul
+// (grantAction) or, as the controller may, enroll in its course: what
+// deleting a used environment, or handing its deletion or a second budget
+// to someone else, takes.
+func (v *UserlandValidator) mayGrantOrEnroll(ctx context.Context, who access.Subject, ul *v1alpha1.Userland) (bool, error) {
 	acts := []access.Action{grantAction(ul)}
 	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
 		acts = append(acts, access.Action{Verb: v1alpha1.VerbEnroll, Group: v1alpha1.GroupVersion.Group, Resource: "courses", Namespace: ul.Namespace, Name: c})
@@ -71,13 +83,13 @@ func (v *UserlandValidator) requireAny(ctx context.Context, ul *v1alpha1.Userlan
 	for _, act := range acts {
 		ok, err := v.Access.Allowed(ctx, who, act)
 		if err != nil {
-			return nil, fmt.Errorf("checking what %s may do to userland %s/%s: %w", who.User, ul.Namespace, ul.Name, err)
+			return false, fmt.Errorf("checking what %s may do to userland %s/%s: %w", who.User, ul.Namespace, ul.Name, err)
 		}
 		if ok {
-			return nil, nil
+			return true, nil
 		}
 	}
-	return field.ErrorList{field.Forbidden(path, fmt.Sprintf("%s may not %s: %s, which takes RBAC's verb %q", who.User, acts[0], why, v1alpha1.VerbGrant))}, nil
+	return false, nil
 }
 
 // budgeted reports whether a compute-hour budget may govern ul: it has

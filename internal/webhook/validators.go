@@ -240,20 +240,11 @@ func (v *UserlandValidator) ValidateDelete(ctx context.Context, ul *v1alpha1.Use
 		return nil, nil
 	}
 	who := access.FromUserInfo(req.UserInfo)
-	acts := []access.Action{grantAction(ul)}
-	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
-		acts = append(acts, access.Action{Verb: v1alpha1.VerbEnroll, Group: v1alpha1.GroupVersion.Group, Resource: "courses", Namespace: ul.Namespace, Name: c})
-	}
-	for _, act := range acts {
-		ok, err := v.Access.Allowed(ctx, who, act)
-		if err != nil {
-			return nil, fmt.Errorf("checking who may delete userland %s/%s: %w", ul.Namespace, ul.Name, err)
-		}
-		if ok {
-			return nil, nil
-		}
+	ok, err := v.mayGrantOrEnroll(ctx, who, ul)
+	if err != nil || ok {
+		return nil, err
 	}
 	return nil, apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource("userlands").GroupResource(), ul.Name, fmt.Errorf(
 		"it has used compute hours this budget period, and it would be made again with none used: deleting it is granting hours, "+
-			"which takes RBAC's verb %q (%s may not %s)", v1alpha1.VerbGrant, who.User, acts[0]))
+			"which takes RBAC's verb %q (%s may not %s)", v1alpha1.VerbGrant, who.User, grantAction(ul)))
 }
