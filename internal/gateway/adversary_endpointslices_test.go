@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -478,11 +480,17 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 		return true, nil
 	})
 	resolver := gateway.EndpointSliceResolver{Reader: c, Wait: 200 * time.Millisecond, Poll: 10 * time.Millisecond}
-	deadline := time.Now().Add(45 * time.Second)
+	// Generous: the new lab waits for the garbage collector to remove
+	// alice's Deployment, which is slow when many tests' namespaces are
+	// being deleted at once under -race.
+	recreatedAt := time.Now()
+	deadline := recreatedAt.Add(2 * time.Minute)
 	var readyAt time.Time
 	for time.Now().Before(deadline) {
+		// The API server's word, not the gateway's cache: the resolver is
+		// checked from the moment the new lab is Ready anywhere.
 		var ul v1alpha1.Userland
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &ul); err != nil || string(ul.UID) != newUID || ul.Status.Phase != v1alpha1.PhaseReady {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &ul); err != nil || string(ul.UID) != newUID || ul.Status.Phase != v1alpha1.PhaseReady {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -510,9 +518,55 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if readyAt.IsZero() {
-		t.Fatal("bob's lab never became Ready")
+		var cached v1alpha1.Userland
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &cached)
+		t.Fatalf("bob's lab (uid %s) never became Ready in %s: %s; the gateway's cache: uid=%s phase=%s err=%v",
+			newUID, time.Since(recreatedAt).Round(time.Millisecond), recreatedState(t, ns, "lab"), cached.UID, cached.Status.Phase, err)
 	}
+	t.Logf("bob's lab Ready %s after it was created again", readyAt.Sub(recreatedAt).Round(time.Millisecond))
 	t.Logf("bob's lab Ready; never resolved to alice's old pod (%s, %v)", oldIP, oldNames)
+}
+
+// recreatedState describes, for a failure message, the Userland name and
+// every object that carries it: which owner each belongs to and whether it
+// is being deleted.
+func recreatedState(t *testing.T, ns, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	var ul v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ul); err != nil {
+		fmt.Fprintf(&b, "userland: %v; ", err)
+	} else {
+		fmt.Fprintf(&b, "userland uid=%s gen=%d observed=%d phase=%s conditions=", ul.UID, ul.Generation, ul.Status.ObservedGeneration, ul.Status.Phase)
+		for _, c := range ul.Status.Conditions {
+			fmt.Fprintf(&b, "[%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+		}
+		b.WriteString("; ")
+	}
+	describe := func(kind string, o client.Object) {
+		owner := "none"
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			owner = string(ref.UID)
+		}
+		fmt.Fprintf(&b, "%s %s uid=%s owner=%s deleting=%v finalizers=%v; ", kind, o.GetName(), o.GetUID(), owner, o.GetDeletionTimestamp() != nil, o.GetFinalizers())
+	}
+	var dep appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
+		fmt.Fprintf(&b, "deployment: %v; ", err)
+	} else {
+		describe("deployment", &dep)
+		fmt.Fprintf(&b, "(available %d of %d) ", dep.Status.AvailableReplicas, dep.Status.Replicas)
+	}
+	var pods corev1.PodList
+	if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: name}); err != nil {
+		fmt.Fprintf(&b, "pods: %v", err)
+	}
+	for i := range pods.Items {
+		describe("pod", &pods.Items[i])
+		fmt.Fprintf(&b, "(%s) ", pods.Items[i].Status.Phase)
+	}
+	return b.String()
 }
 
 // TestAdversaryServicePatcherRoutesToAnotherEnvironment: someone who may
