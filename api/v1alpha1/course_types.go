@@ -263,8 +263,9 @@ type CourseLimits struct {
 	PerStudent corev1.ResourceList `json:"perStudent,omitempty"`
 
 	// Budget is each student's compute hours per week or per term; staff
-	// are exempt. It is counted per environment: a student with two of
-	// the course's templates has this budget in each.
+	// are exempt. It is the student's, not each environment's: a student
+	// with two of the course's templates has one budget for both, and
+	// hours granted on either count for both.
 	// +optional
 	Budget *BudgetSpec `json:"budget,omitempty"`
 }

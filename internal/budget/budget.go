@@ -110,11 +110,7 @@ func Remaining(u *v1alpha1.UsageStatus, now time.Time) int64 {
 	if u == nil {
 		return 0
 	}
-	limit := u.LimitSeconds + u.GrantedSeconds
-	if u.PeriodEnd != nil && !now.Before(u.PeriodEnd.Time) {
-		limit = u.LimitSeconds // a grant is for its own period
-	}
-	return limit - Used(u, now)
+	return limitAt(u, now) - Used(u, now) // a grant is for its own period
 }
 
 // ExhaustedAt is when a running u runs out, the zero time when it is not

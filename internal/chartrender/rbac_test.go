@@ -73,7 +73,7 @@ var reviewed = map[string][]grant{
 		{what: "userland.dev/clustertemplates: get list watch", why: "routing and the dashboard (informer)"},
 		{what: "userland.dev/courses: enroll get grant list patch watch", why: "rosters (informer); patch: staff import a roster from the course page; enroll: sign-in provisioning for a course's students sets its label; grant: the course page's Grant hours, after a SubjectAccessReview for the person"},
 		{what: "userland.dev/templates: get list watch", why: "routing and the dashboard (informer)"},
-		{what: "userland.dev/userlands: create get list patch watch", why: "routing (informer); create: auto-provisioning; patch: start, stop, restart, update after a SubjectAccessReview; no delete"},
+		{what: "userland.dev/userlands: create get grant list patch watch", why: "routing (informer); create: auto-provisioning; patch: start, stop, restart, update after a SubjectAccessReview; grant: the admin page's Grant hours on an environment outside a course, after a SubjectAccessReview for the person; no delete"},
 		{what: "userland.dev/userlands/status: patch", why: "status.lastActivity"},
 	},
 	"ClusterRole/userland-template-author": {

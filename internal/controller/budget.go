@@ -1,10 +1,17 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/budget"
@@ -29,6 +36,74 @@ func budgetOf(ul *v1alpha1.Userland, tmpl *v1alpha1.TemplateSpec, c *v1alpha1.Co
 	return nil
 }
 
+// IndexBudgetGroupKey indexes cached Userlands by the budget they share
+// (course.BudgetGroup): a student's environments of one course.
+const IndexBudgetGroupKey = "userland.dev/budget-group"
+
+// IndexUserlandByBudgetGroup is the indexer function for
+// IndexBudgetGroupKey.
+func IndexUserlandByBudgetGroup(obj client.Object) []string {
+	ul, ok := obj.(*v1alpha1.Userland)
+	if !ok {
+		return nil
+	}
+	if g := course.BudgetGroup(ul); g != "" {
+		return []string{g}
+	}
+	return nil
+}
+
+// budgetSharers is the usage of the student's other environments of the
+// course, which draw on the same budget; nil unless a course's budget
+// governs s.ul. They are read from the cache, not copied, and only read.
+func (r *UserlandReconciler) budgetSharers(ctx context.Context, s *reconcileState) ([]*v1alpha1.UsageStatus, error) {
+	if s.course == nil || s.role != course.Student || s.course.Spec.Limits.Budget == nil {
+		return nil, nil
+	}
+	var list v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexBudgetGroupKey: course.BudgetGroup(s.ul)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the environments sharing %s/%s's budget: %w", s.ul.Namespace, s.ul.Name, err)
+	}
+	return course.NewBudgetSharing(course.Pointers(list.Items)).Of(s.ul), nil
+}
+
+// budgetSharersOf maps a Userland whose usage changed to the others that
+// share its budget.
+func (r *UserlandReconciler) budgetSharersOf(ctx context.Context, obj client.Object) []ctrl.Request {
+	ul, ok := obj.(*v1alpha1.Userland)
+	if !ok || course.BudgetGroup(ul) == "" {
+		return nil
+	}
+	var list v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexBudgetGroupKey: course.BudgetGroup(ul)}, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the environments sharing a budget", "userland", client.ObjectKeyFromObject(ul))
+		return nil
+	}
+	var out []ctrl.Request
+	for i := range list.Items {
+		if list.Items[i].Name != ul.Name {
+			out = append(out, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// usageChanged passes updates that change what a Userland draws from its
+// budget: a start, a stop, a grant, a rollover, a new weight.
+var usageChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(*v1alpha1.Userland)
+		after, okAfter := e.ObjectNew.(*v1alpha1.Userland)
+		if !okBefore || !okAfter || after.Status.Usage == nil {
+			return false
+		}
+		return !equality.Semantic.DeepEqual(before.Status.Usage, after.Status.Usage)
+	},
+}
+
 // decideBudget stops an environment whose budget is used up, or keeps a
 // stopped one from starting, with reason BudgetExhausted; it runs before
 // the course's rules, so a course's own reason (the term, the roster)
@@ -41,7 +116,7 @@ func decideBudget(d *RunDecision, in RunInput, idleStoppedAt *time.Time) {
 	}
 	// The usage as of now, the run so far included, before deciding.
 	sofar := budget.Advance(in.usage, *in.Budget, in.Now, d.WasRunning)
-	exhausted := budget.Remaining(sofar, in.Now) <= 0
+	exhausted := budget.Pool(sofar, in.SharedWith, in.Now).Remaining <= 0
 	switch {
 	case exhausted && d.Running:
 		d.Running, d.StopReason, d.WarnStopAt, d.Woken = false, v1alpha1.StoppedBudgetExhausted, nil, false
@@ -72,7 +147,7 @@ func settleUsage(d *RunDecision, in RunInput) {
 	if !d.Running {
 		return
 	}
-	if at := budget.ExhaustedAt(d.Usage); !at.IsZero() {
+	if at := budget.PoolExhaustedAt(d.Usage, in.SharedWith, in.Now); !at.IsZero() {
 		// Exactly when it runs out, at least a second on (the deadline
 		// has whole seconds; Remaining is 0 there).
 		d.RequeueAfter = soonest(d.RequeueAfter, max(at.Sub(in.Now), time.Second))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/course"
 )
 
 // budgetCollector reports budget usage from the cache at scrape time: a
@@ -34,7 +35,7 @@ func newBudgetCollector(reader client.Reader, clk clock.PassiveClock, userLabel 
 		used: prometheus.NewDesc("userland_usage_seconds_total",
 			"Budgeted (weighted) seconds used in the current budget period; resets at each period's start.", labels, nil),
 		remaining: prometheus.NewDesc("userland_budget_remaining_seconds",
-			"Budgeted (weighted) seconds left in the current budget period, grants included.", labels, nil),
+			"Budgeted (weighted) seconds left in the current budget period, grants included; a course's budget is each student's, shared by their environments of the course, and counts once per environment.", labels, nil),
 	}
 }
 
@@ -49,6 +50,7 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.clock.Now()
 	type key struct{ namespace, course, template, user string }
 	used, remaining := map[key]int64{}, map[key]int64{}
+	sharing := course.NewBudgetSharing(course.Pointers(list.Items))
 	for i := range list.Items {
 		ul := &list.Items[i]
 		if ul.Status.Usage == nil {
@@ -59,7 +61,9 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 			k.user = ul.Spec.User
 		}
 		used[k] += budget.Used(ul.Status.Usage, now)
-		remaining[k] += max(0, budget.Remaining(ul.Status.Usage, now))
+		// A course's budget is the student's: what is left of it is
+		// left to each of their environments of the course.
+		remaining[k] += max(0, budget.Pool(ul.Status.Usage, sharing.Of(ul), now).Remaining)
 	}
 	for k, v := range used {
 		values := []string{k.namespace, k.course, k.template}

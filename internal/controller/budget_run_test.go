@@ -104,6 +104,31 @@ func TestDecideRunWithABudget(t *testing.T) {
 		want: outcome{Running: true, RequeueAfter: time.Hour, Usage: &v1alpha1.UsageStatus{PeriodStart: *mt(-time.Hour),
 			PeriodEnd: mt(7 * 24 * time.Hour), LimitSeconds: 7200, RunningSince: mt(-time.Hour), WeightMilli: 1000}},
 	}, {
+		name: "the student's other environment running too: both draw on one budget, so half the time left",
+		in: RunInput{Userland: env(usage(0, mt(-time.Hour)), -time.Minute), Deployment: running, Budget: &twoHours,
+			SharedWith: []*v1alpha1.UsageStatus{usage(0, mt(0))}},
+		want: outcome{Running: true, RequeueAfter: 30 * time.Minute, Usage: usage(0, mt(-time.Hour))},
+	}, {
+		name: "the student's other environment used the budget up: this one cannot start",
+		in: RunInput{Userland: env(usage(0, nil), 0), Deployment: idleStopped, Budget: &twoHours,
+			SharedWith: []*v1alpha1.UsageStatus{usage(7200, nil)}},
+		want: outcome{StopReason: v1alpha1.StoppedBudgetExhausted, RequeueAfter: week.End.Sub(now), Usage: usage(0, nil)},
+	}, {
+		name: "running while the other used up the rest: stopped now",
+		in: RunInput{Userland: env(usage(0, mt(-time.Hour)), -time.Minute), Deployment: running, Budget: &twoHours,
+			SharedWith: []*v1alpha1.UsageStatus{usage(3600, nil)}},
+		want: outcome{StopReason: v1alpha1.StoppedBudgetExhausted, BudgetExhausted: true,
+			RequeueAfter: week.End.Sub(now), Usage: usage(3600, nil)},
+	}, {
+		name: "a grant recorded on the other environment is the student's",
+		in: RunInput{Userland: env(usage(0, nil), 0), Deployment: idleStopped, Budget: &twoHours,
+			SharedWith: []*v1alpha1.UsageStatus{func() *v1alpha1.UsageStatus {
+				u := usage(7200, nil)
+				u.GrantedSeconds = 1800
+				return u
+			}()}},
+		want: outcome{Running: true, RequeueAfter: 30 * time.Minute, Usage: usage(0, mt(0))},
+	}, {
 		name: "no budget: no usage",
 		in:   RunInput{Userland: env(nil, -time.Minute), Deployment: running},
 		want: outcome{Running: true},

@@ -29,6 +29,10 @@ func parseTime(s string) *time.Time {
 // chooses the pod template it runs (rollout policy) and applies it.
 func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role)
+	sharers, err := r.budgetSharers(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	d, err := decideRun(RunInput{
 		Now: s.now, Userland: s.ul, Idle: s.template.Spec.Idle,
 		Course: s.course, Role: s.role, NotAllowed: s.notAllowed != nil,
@@ -36,7 +40,8 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		Admit: func(maxRunning int, since time.Time) (int, error) {
 			return r.admit(ctx, s, maxRunning, since)
 		},
-		Budget: budgetOf(s.ul, s.template.Spec, s.course, s.role, &desiredPod.Spec, s.now),
+		Budget:     budgetOf(s.ul, s.template.Spec, s.course, s.role, &desiredPod.Spec, s.now),
+		SharedWith: sharers,
 	})
 	if err != nil {
 		return ctrl.Result{}, err

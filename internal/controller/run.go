@@ -38,6 +38,9 @@ type RunInput struct {
 	// Budget is the compute-hour budget that governs it now, nil when
 	// none does (budgetOf).
 	Budget *budget.Budget
+	// SharedWith is the usage of the student's other environments of
+	// the course, which draw on the same budget (budgetSharers).
+	SharedWith []*v1alpha1.UsageStatus
 
 	// usage is the usage decideRun starts from: status.usage, with a run
 	// the Deployment shows but status missed counted (usageAsRun).

@@ -136,6 +136,9 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	if err := indexer.IndexField(ctx, &v1alpha1.Userland{}, IndexCourseKey, IndexUserlandByCourse); err != nil {
 		return fmt.Errorf("indexing userlands by course: %w", err)
 	}
+	if err := indexer.IndexField(ctx, &v1alpha1.Userland{}, IndexBudgetGroupKey, IndexUserlandByBudgetGroup); err != nil {
+		return fmt.Errorf("indexing userlands by shared budget: %w", err)
+	}
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodUserlandKey, IndexPodByUserland); err != nil {
 		return fmt.Errorf("indexing pods by userland: %w", err)
 	}
@@ -180,6 +183,9 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Watches(&v1alpha1.Course{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []ctrl.Request {
 			return r.userlandsOfCourse(ctx, obj.GetNamespace(), obj.GetName(), false)
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// One of a student's environments starting, stopping or given
+		// hours moves when the others sharing its budget run out.
+		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.budgetSharersOf), builder.WithPredicates(usageChanged)).
 		// A namespace's labels decide which ClusterTemplates it may run
 		// (allowedNamespaces). Metadata only: labels are all it needs.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.clusterTemplateUserlandsOfNamespace),

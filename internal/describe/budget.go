@@ -32,20 +32,22 @@ func BudgetHold(ul *v1alpha1.Userland) string {
 	if at := budget.ResetAt(ul.Status.Usage); !at.IsZero() {
 		when = "It resets on " + at.UTC().Format("Monday 2 January 2006 at 15:04 MST") + "."
 	}
-	return fmt.Sprintf("Your compute-hour budget for this environment is used up. %s To keep working before then, ask %s to grant you more hours. Your files were kept.", when, ask)
+	what := "this environment"
+	if ul.Labels[v1alpha1.LabelCourse] != "" {
+		what = "this course (all your environments of it together)"
+	}
+	return fmt.Sprintf("Your compute-hour budget for %s is used up. %s To keep working before then, ask %s to grant you more hours. Your files were kept.", what, when, ask)
 }
 
-// Usage is an environment's use of its budget at now in plain words, such
-// as "1h30m used of 10h, 8h30m left", or "" without a budget.
-func Usage(u *v1alpha1.UsageStatus, now time.Time) string {
+// Usage is a budget's use at now in plain words, such as "1h30m used of
+// 10h, 8h30m left", or "" without a budget: u's, together with others',
+// the environments sharing its budget (course.BudgetSharing).
+func Usage(u *v1alpha1.UsageStatus, others []*v1alpha1.UsageStatus, now time.Time) string {
 	if u == nil {
 		return ""
 	}
-	limit := u.LimitSeconds + u.GrantedSeconds
-	if u.PeriodEnd != nil && !now.Before(u.PeriodEnd.Time) {
-		limit = u.LimitSeconds
-	}
-	return fmt.Sprintf("%s used of %s, %s left", Hours(budget.Used(u, now)), Hours(limit), Hours(max(0, budget.Remaining(u, now))))
+	p := budget.Pool(u, others, now)
+	return fmt.Sprintf("%s used of %s, %s left", Hours(p.Used), Hours(p.Limit), Hours(max(0, p.Remaining)))
 }
 
 // Hours is seconds as hours and minutes: "1h30m", "45m", "10h".

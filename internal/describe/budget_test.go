@@ -23,10 +23,10 @@ func TestBudgetWords(t *testing.T) {
 		want []string
 	}{
 		"a course student, weekly": {exhausted(map[string]string{v1alpha1.LabelCourse: "db"}, &metav1.Time{Time: reset}),
-			[]string{"used up", "resets on Monday 30 November 2026 at 00:00 UTC", "course's staff", "files were kept"}},
+			[]string{"budget for this course (all your environments of it together) is used up", "resets on Monday 30 November 2026 at 00:00 UTC", "course's staff", "files were kept"}},
 		"a term budget": {exhausted(map[string]string{v1alpha1.LabelCourse: "db"}, nil),
 			[]string{"does not reset before the course's term ends", "course's staff"}},
-		"outside a course": {exhausted(nil, &metav1.Time{Time: reset}), []string{"ask an administrator"}},
+		"outside a course": {exhausted(nil, &metav1.Time{Time: reset}), []string{"budget for this environment is used up", "ask an administrator"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -45,7 +45,13 @@ func TestBudgetWords(t *testing.T) {
 		t.Errorf("Environment of an exhausted one = %+v, want the phase BudgetExhausted, not running", d)
 	}
 	u := &v1alpha1.UsageStatus{UsedSeconds: 5400, LimitSeconds: 36000, GrantedSeconds: 3600, PeriodEnd: &metav1.Time{Time: reset}}
-	if got, want := describe.Usage(u, reset.Add(-time.Hour)), "1h30m used of 11h, 9h30m left"; got != want {
+	if got, want := describe.Usage(u, nil, reset.Add(-time.Hour)), "1h30m used of 11h, 9h30m left"; got != want {
 		t.Errorf("Usage = %q, want %q", got, want)
+	}
+	// The same student's database of the course: its use and its grant
+	// are the student's too.
+	db := &v1alpha1.UsageStatus{UsedSeconds: 1800, LimitSeconds: 36000, GrantedSeconds: 1800, PeriodEnd: &metav1.Time{Time: reset}}
+	if got, want := describe.Usage(u, []*v1alpha1.UsageStatus{db}, reset.Add(-time.Hour)), "2h used of 11h30m, 9h30m left"; got != want {
+		t.Errorf("Usage with the student's other environment = %q, want %q", got, want)
 	}
 }

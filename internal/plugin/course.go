@@ -163,12 +163,13 @@ func (o *options) printCourseStatus(c *v1alpha1.Course, items []v1alpha1.Userlan
 	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
 	_, _ = fmt.Fprintln(w, "USER\tROLE\tNAME\tTEMPLATE\tPHASE\tLAST USED\tCOMPUTE HOURS")
 	seen := map[string]bool{}
+	sharing := course.NewBudgetSharing(course.Pointers(items))
 	for i := range items {
 		ul := &items[i]
 		seen[ul.Spec.User] = true
 		role := cmp.Or(string(course.RoleOf(c, ul)), "unenrolled")
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ul.Spec.User, role, ul.Name, ul.Spec.TemplateRef.Name, describe.Column(ul), lastActivity(ul, now),
-			cmp.Or(describe.Usage(ul.Status.Usage, now), "-"))
+			cmp.Or(describe.Usage(ul.Status.Usage, sharing.Of(ul), now), "-"))
 	}
 	for _, u := range c.Spec.Students.Users {
 		if !seen[u] {

@@ -51,6 +51,8 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, id session.Id
 		flash, err = d.act(ctx, id, key, verb)
 	case "keep-running":
 		flash, err = d.keepRunning(ctx, id, key)
+	case "grant":
+		flash, err = d.grant(ctx, id, key, r.PostFormValue("hours"))
 	default:
 		err = fmt.Errorf("unknown action %q", verb)
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
@@ -120,10 +121,11 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 	now := d.now()
 	lowerUser := strings.ToLower(f.User)
 	// Only the page's rows are built (rowOf); the rest are counted.
-	var kept []*v1alpha1.Userland
+	var kept, all []*v1alpha1.Userland
 	reasons := map[*v1alpha1.Userland]authz.Reason{}
 	namespaces, templates, courses := set{}, set{}, set{}
 	err = d.reachable(ctx, id, func(reason authz.Reason, ul *v1alpha1.Userland) {
+		all = append(all, ul)
 		// The filter choices come from what the user may see, not the cluster.
 		namespaces.add(ul.Namespace)
 		templates.add(ul.Spec.TemplateRef.Name)
@@ -140,8 +142,13 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 	slices.SortFunc(kept, byKey)
 	pager, lo, hi := paginate(AdminPath, f.query(), len(kept), page, limit)
 	rows := make([]Row, 0, hi-lo)
+	// Budget figures sum what the viewer may reach, unfiltered: a
+	// student's hours are those of all their environments of a course.
+	sharing := course.NewBudgetSharing(all)
 	for _, ul := range kept[lo:hi] {
-		rows = append(rows, rowOf(ul, reasons[ul]))
+		row := withUsage(rowOf(ul, reasons[ul]), ul, sharing, now)
+		row.CanGrant = row.Budgeted && d.grantableHere(ctx, id, ul)
+		rows = append(rows, row)
 	}
 	render(w, http.StatusOK, "admin.html", struct {
 		Page

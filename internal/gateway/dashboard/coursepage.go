@@ -14,6 +14,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/describe"
+	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
@@ -97,7 +98,11 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 	}
 	byUser := map[string]*CourseMember{}
 	decide := d.Policy.NewBatch(d.Reader, id)
-	var queue []Row
+	var (
+		queue     []Row
+		reachable []*v1alpha1.Userland
+		reasons   []authz.Reason
+	)
 	for i := range items {
 		ul := &items[i]
 		reason := decide.Reason(ctx, ul)
@@ -106,12 +111,17 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 			// the course's: staff learn nothing of one they cannot reach.
 			continue
 		}
+		reachable, reasons = append(reachable, ul), append(reasons, reason)
+	}
+	sharing := course.NewBudgetSharing(reachable)
+	for i, ul := range reachable {
+		reason := reasons[i]
 		m := byUser[ul.Spec.User]
 		if m == nil {
 			m = &CourseMember{User: ul.Spec.User, Role: course.RoleOf(c, ul)}
 			byUser[ul.Spec.User] = m
 		}
-		row := withUsage(rowOf(ul, reason), ul, d.now())
+		row := withUsage(rowOf(ul, reason), ul, sharing, d.now())
 		m.Rows = append(m.Rows, row)
 		if row.Phase == string(v1alpha1.StoppedQueued) {
 			queue = append(queue, row)

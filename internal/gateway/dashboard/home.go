@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
@@ -53,6 +54,10 @@ type Row struct {
 	Budgeted                      bool
 	Usage                         string
 	UsedSeconds, RemainingSeconds int64
+	// CanGrant offers "Grant hours" on the admin page: an environment
+	// outside a course whose budget RBAC lets the viewer grant
+	// (grantableHere).
+	CanGrant bool
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
@@ -77,13 +82,23 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 
 // visible lists the environments id may reach, keeping those keep admits.
 func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(authz.Reason, *v1alpha1.Userland) bool) ([]Row, error) {
-	var rows []Row
+	var (
+		kept   []*v1alpha1.Userland
+		access []authz.Reason
+		rows   []Row
+	)
 	now := d.now()
-	err := d.reachable(ctx, id, func(access authz.Reason, ul *v1alpha1.Userland) {
-		if keep(access, ul) {
-			rows = append(rows, withUsage(rowOf(ul, access), ul, now))
+	err := d.reachable(ctx, id, func(reason authz.Reason, ul *v1alpha1.Userland) {
+		if keep(reason, ul) {
+			kept, access = append(kept, ul), append(access, reason)
 		}
 	})
+	// Budget figures sum only what is listed: nothing the viewer cannot
+	// reach moves a number they see.
+	sharing := course.NewBudgetSharing(kept)
+	for i, ul := range kept {
+		rows = append(rows, withUsage(rowOf(ul, access[i]), ul, sharing, now))
+	}
 	slices.SortFunc(rows, func(a, b Row) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})

@@ -21,16 +21,21 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // withUsage adds ul's budget use at now to its row: computed on read from
-// status, so a running environment's figure moves without any write.
-func withUsage(row Row, ul *v1alpha1.Userland, now time.Time) Row {
+// status, so a running environment's figure moves without any write. A
+// course's budget is the student's: the figures are those of all their
+// environments of the course the viewer may reach (sharing).
+func withUsage(row Row, ul *v1alpha1.Userland, sharing course.BudgetSharing, now time.Time) Row {
 	if u := ul.Status.Usage; u != nil {
+		others := sharing.Of(ul)
+		p := budget.Pool(u, others, now)
 		row.Budgeted = true
-		row.Usage = describe.Usage(u, now)
-		row.UsedSeconds = budget.Used(u, now)
-		row.RemainingSeconds = max(0, budget.Remaining(u, now))
+		row.Usage = describe.Usage(u, others, now)
+		row.UsedSeconds = p.Used
+		row.RemainingSeconds = max(0, p.Remaining)
 	}
 	return row
 }
@@ -46,6 +51,61 @@ func budgetGrant(c *v1alpha1.Course) access.Action {
 // mayGrant is nil when RBAC lets id grant budget in c.
 func (d *Dashboard) mayGrant(ctx context.Context, id session.Identity, c *v1alpha1.Course) error {
 	return d.Access.Require(ctx, d.rbacSubject(id), budgetGrant(c))
+}
+
+// userlandGrant is the permission behind the admin page's "Grant hours"
+// for an environment outside a course: RBAC's grant on that Userland,
+// which the webhook asks again of the gateway that writes it.
+func userlandGrant(ul *v1alpha1.Userland) access.Action {
+	return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "userlands", Namespace: ul.Namespace, Name: ul.Name}
+}
+
+// grantableHere reports whether the admin page offers id "Grant hours"
+// on ul: one outside a course (a course's students are granted on its
+// page, by the course's grant verb) that RBAC lets id grant. Asked only
+// for the page's budgeted rows.
+func (d *Dashboard) grantableHere(ctx context.Context, id session.Identity, ul *v1alpha1.Userland) bool {
+	return ul.Labels[v1alpha1.LabelCourse] == "" && d.Access.Require(ctx, d.rbacSubject(id), userlandGrant(ul)) == nil
+}
+
+// grant grants hours to one environment outside a course that id may
+// reach and RBAC lets id grant, recorded as id; the controller records
+// the event. One id cannot reach looks like none at all.
+func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.NamespacedName, form string) (string, error) {
+	ul, _ := d.Policy.Check(ctx, d.Reader, id, key)
+	if ul == nil {
+		return "", errForbidden
+	}
+	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
+		return "", fmt.Errorf("%s belongs to course %s, so grant hours on the course's page", describe.Title(ul), c)
+	}
+	if err := d.Access.Require(ctx, d.rbacSubject(id), userlandGrant(ul)); err != nil {
+		var denied *access.Denied
+		if errors.As(err, &denied) {
+			// No ": " in the words: plainError shows what follows the last.
+			return "", fmt.Errorf("granting hours needs the verb grant on userland %s in namespace %s, which Kubernetes does not give %s; ask an administrator for the userland-budget-granter role there",
+				ul.Name, ul.Namespace, denied.User)
+		}
+		return "", errors.New("whether you may grant hours could not be checked with the cluster, so nothing was changed; try again in a minute")
+	}
+	hours, err := strconv.ParseInt(form, 10, 64)
+	if err != nil || hours < 1 || hours > maxGrantForm {
+		return "", fmt.Errorf("hours must be a whole number from 1 to %d", maxGrantForm)
+	}
+	t, err := templates.Resolve(ctx, d.Reader, ul)
+	if err != nil {
+		return "", fmt.Errorf("finding the template of %s: %w", key, err)
+	}
+	patch, err := actions.GrantPatch(ul, nil, t.Spec, hours, id.User, d.now())
+	if err != nil {
+		return "", err
+	}
+	target := &v1alpha1.Userland{}
+	target.Namespace, target.Name = key.Namespace, key.Name
+	if err := d.Writer.Patch(ctx, target, patch, client.FieldOwner("userland-dashboard")); err != nil {
+		return "", fmt.Errorf("granting hours to %s: %w", key, err)
+	}
+	return fmt.Sprintf("Granted %s %d more hours this period on %s.", ul.Spec.User, hours, describe.Title(ul)), nil
 }
 
 // maxGrantForm bounds one press of the button; budget.MaxGrantHours
@@ -93,7 +153,9 @@ func (d *Dashboard) courseGrant(w http.ResponseWriter, r *http.Request, id sessi
 }
 
 // usageCSV writes every member's environments with their budget use:
-// what the course page shows, for a spreadsheet.
+// what the course page shows, for a spreadsheet. A student's hours are
+// one budget for all their environments of the course, so each of their
+// rows repeats the student's figures: sum by student, not by row.
 func usageCSV(w http.ResponseWriter, c *v1alpha1.Course, members []CourseMember) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", c.Name+"-usage.csv"))
