@@ -1,0 +1,120 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/testobj"
+)
+
+// TestAdversaryPoolSiblingsAndPeriods attacks the shared budget from the
+// controller's side:
+//   - the watch: when one of a student's environments stops for the
+//     budget, the other (running, not poked) is re-decided and stops too,
+//     instead of running on until its own, stale deadline;
+//   - a grant on one environment lets the other start;
+//   - last week's use and last week's grant of a sibling left unreconciled
+//     in status neither drain nor extend this week's budget;
+//   - an environment with the course's label, the same user, and a
+//     provenance naming another course UID (a same-named course of
+//     before) does not join the pool.
+func TestAdversaryPoolSiblingsAndPeriods(t *testing.T) {
+	ctrl := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	c := testobj.MakeCourse(ns, "db").Students("alice@uni.example").
+		Template("editor", v1alpha1.ProvisionUpFront).Template("database", v1alpha1.ProvisionUpFront).Obj()
+	c.Spec.Limits.Budget = &v1alpha1.BudgetSpec{Hours: 1, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
+	stray := template(ns, "stray", "example.org/stray:1")
+	stray.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 5, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
+	create(t, template(ns, "editor", "example.org/editor:1"), template(ns, "database", "example.org/db:1"), stray, c)
+	waitCourse(t, ns, "db", "provisioned", func(c *v1alpha1.Course) bool { return c.Status.Provisioned == 1 })
+	names := map[string]string{}
+	for _, ul := range courseUserlands(t, ctx, ns, "db") {
+		names[ul.Spec.TemplateRef.Name] = ul.Name
+	}
+	editor, database := names["editor"], names["database"]
+	if editor == "" || database == "" {
+		t.Fatalf("alice's environments = %v, want an editor and a database", names)
+	}
+	// A stray environment of alice's carrying the course's label and a
+	// provenance from another (earlier, same-named) course: with its
+	// template's budget of 5h, running; it must not be pooled.
+	strayUL := userland(ns, "alice-stray", "alice@uni.example", "stray")
+	strayUL.Labels = map[string]string{v1alpha1.LabelCourse: "db"}
+	strayUL.Annotations = map[string]string{v1alpha1.AnnotationProvisionedByCourse: "00000000-0000-0000-0000-000000000000"}
+	create(t, strayUL)
+
+	// Clear of a weekly rollover while the clock moves.
+	if left := budget.WeekStart(ctrl.clock.Now()).AddDate(0, 0, 7).Sub(ctrl.clock.Now()); left < 3*time.Hour {
+		ctrl.clock.Step(left + time.Minute)
+	}
+	for _, name := range []string{editor, database} {
+		act(t, ctx, ns, name, actions.Start, ctrl.clock.Now())
+	}
+	for _, name := range []string{editor, database, "alice-stray"} {
+		env.WaitPhase(t, ns, name, v1alpha1.PhaseReady)
+		waitUsage(t, ns, name, func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
+	}
+
+	// 31 minutes of both; only the editor is looked at. The database must
+	// follow through the watch on the editor's usage.
+	ctrl.clock.Step(31 * time.Minute)
+	poke(t, ns, editor)
+	waitStopped(t, ns, editor, v1alpha1.StoppedBudgetExhausted)
+	waitStopped(t, ns, database, v1alpha1.StoppedBudgetExhausted)
+	// The stray one, outside the pool, runs on (31 minutes of its 5h).
+	poke(t, ns, "alice-stray")
+	time.Sleep(2 * time.Second)
+	if ul := env.WaitPhase(t, ns, "alice-stray", v1alpha1.PhaseReady); ul.Status.StoppedReason != "" {
+		t.Errorf("the stray environment stopped: %s", ul.Status.StoppedReason)
+	}
+
+	// A grant of an hour on the database lets the editor start.
+	var crs v1alpha1.Course
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &crs); err != nil {
+		t.Fatal(err)
+	}
+	db, err := get(t, ctx, ns, database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := actions.GrantPatch(db, &crs, nil, 1, "ta", ctrl.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Patch(ctx, db, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitUsage(t, ns, database, func(u *v1alpha1.UsageStatus) bool { return u.GrantedSeconds == 3600 })
+	act(t, ctx, ns, editor, actions.Start, ctrl.clock.Now())
+	env.WaitPhase(t, ns, editor, v1alpha1.PhaseReady)
+	// Stop it again, and leave the database (with last week's grant and
+	// use, once the week turns) unreconciled.
+	act(t, ctx, ns, editor, actions.Stop, ctrl.clock.Now())
+	env.Eventually(t, 30*time.Second, "the editor stopped", func(ctx context.Context) (bool, error) {
+		ul, err := get(t, ctx, ns, editor)
+		return err == nil && ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.Usage != nil && ul.Status.Usage.RunningSince == nil, err
+	})
+
+	// Next week: a whole hour again, no more.
+	next := budget.WeekStart(ctrl.clock.Now()).AddDate(0, 0, 7)
+	ctrl.clock.Step(next.Sub(ctrl.clock.Now()) + time.Minute)
+	act(t, ctx, ns, editor, actions.Start, ctrl.clock.Now())
+	env.WaitPhase(t, ns, editor, v1alpha1.PhaseReady)
+	ctrl.clock.Step(50 * time.Minute)
+	poke(t, ns, editor)
+	time.Sleep(2 * time.Second)
+	if ul, _ := get(t, ctx, ns, editor); ul.Status.Phase != v1alpha1.PhaseReady {
+		t.Fatalf("50 minutes into a new week the editor is %s (%s): last week's use of its sibling counted", ul.Status.Phase, ul.Status.StoppedReason)
+	}
+	ctrl.clock.Step(11 * time.Minute)
+	poke(t, ns, editor)
+	waitStopped(t, ns, editor, v1alpha1.StoppedBudgetExhausted)
+}
