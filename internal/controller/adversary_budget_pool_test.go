@@ -10,6 +10,8 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/testobj"
 )
 
@@ -117,4 +119,83 @@ func TestAdversaryPoolSiblingsAndPeriods(t *testing.T) {
 	ctrl.clock.Step(11 * time.Minute)
 	poke(t, ns, editor)
 	waitStopped(t, ns, editor, v1alpha1.StoppedBudgetExhausted)
+}
+
+// TestAdversaryPoolAfterTheCourseIsDeleted: a course with a budget made
+// alice an editor and a database; the course is deleted ("its Userlands
+// become plain ones") and each environment falls back to its template's
+// budget (1h each), enforced per environment. Its label and provenance
+// stay, so course.BudgetSharing still groups the two: what the pages,
+// kubectl userland course and the metric show (describe.Usage with
+// sharing.Of) must be what the controller enforces.
+func TestAdversaryPoolAfterTheCourseIsDeleted(t *testing.T) {
+	ctrl := startController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	c := testobj.MakeCourse(ns, "db").Students("alice@uni.example").
+		Template("editor", v1alpha1.ProvisionUpFront).Template("database", v1alpha1.ProvisionUpFront).Obj()
+	c.Spec.Limits.Budget = &v1alpha1.BudgetSpec{Hours: 1, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
+	ed, dbt := template(ns, "editor", "example.org/editor:1"), template(ns, "database", "example.org/db:1")
+	for _, tm := range []*v1alpha1.Template{ed, dbt} {
+		tm.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 1, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
+	}
+	create(t, ed, dbt, c)
+	waitCourse(t, ns, "db", "provisioned", func(c *v1alpha1.Course) bool { return c.Status.Provisioned == 1 })
+	names := map[string]string{}
+	for _, ul := range courseUserlands(t, ctx, ns, "db") {
+		names[ul.Spec.TemplateRef.Name] = ul.Name
+	}
+	editor, database := names["editor"], names["database"]
+	if editor == "" || database == "" {
+		t.Fatalf("alice's environments = %v", names)
+	}
+	if left := budget.WeekStart(ctrl.clock.Now()).AddDate(0, 0, 7).Sub(ctrl.clock.Now()); left < 3*time.Hour {
+		ctrl.clock.Step(left + time.Minute)
+	}
+	if err := env.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	env.Eventually(t, 30*time.Second, "the course gone", func(ctx context.Context) (bool, error) {
+		var got v1alpha1.Course
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &got)
+		return err != nil, nil
+	})
+	// Five hours granted on the editor, under its template's budget.
+	env.Eventually(t, 30*time.Second, "the grant written", func(ctx context.Context) (bool, error) {
+		edUL, err := get(t, ctx, ns, editor)
+		if err != nil {
+			return false, err
+		}
+		patch, err := actions.GrantPatch(edUL, nil, &ed.Spec, 5, "root", ctrl.clock.Now())
+		if err != nil {
+			return false, err
+		}
+		return env.Client.Patch(ctx, edUL, patch) == nil, nil
+	})
+	waitUsage(t, ns, editor, func(u *v1alpha1.UsageStatus) bool { return u.GrantedSeconds == 5*3600 })
+	// The database runs 61 minutes: its own hour is gone and it stops.
+	act(t, ctx, ns, database, actions.Start, ctrl.clock.Now())
+	env.WaitPhase(t, ns, database, v1alpha1.PhaseReady)
+	waitUsage(t, ns, database, func(u *v1alpha1.UsageStatus) bool { return u.RunningSince != nil })
+	ctrl.clock.Step(61 * time.Minute)
+	poke(t, ns, database)
+	waitStopped(t, ns, database, v1alpha1.StoppedBudgetExhausted)
+
+	// What a page shows for the database, from the same statuses.
+	var list v1alpha1.UserlandList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	sharing := course.NewBudgetSharing(course.Pointers(list.Items))
+	for i := range list.Items {
+		ul := &list.Items[i]
+		if ul.Name != database {
+			continue
+		}
+		shown := describe.Usage(ul.Status.Usage, sharing.Of(ul), ctrl.clock.Now())
+		own := describe.Usage(ul.Status.Usage, nil, ctrl.clock.Now())
+		if shown != own {
+			t.Errorf("the database, stopped BudgetExhausted under its own 1h, is shown as %q (pooled with the editor's grant, by a course that no longer exists); the controller enforces %q", shown, own)
+		}
+	}
 }

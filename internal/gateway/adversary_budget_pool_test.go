@@ -323,3 +323,67 @@ func TestAdversaryPoolFiguresOnPages(t *testing.T) {
 		}
 	}
 }
+
+// TestAdversaryPoolFiguresMatchWhatGoverns: two of alice's environments
+// carry a course's label and one provenance (a course since deleted, or
+// a label from an earlier version), and no course governs them: each has
+// its own template's budget, which the controller enforces per
+// environment (budgetSharers pools only for a governing course's
+// student). The pages must show each one's own budget, not a pool the
+// controller does not apply: hours granted on one must not show as
+// hours on the other.
+func TestAdversaryPoolFiguresMatchWhatGoverns(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx := context.Background()
+	metered := testobj.MakeTemplate(f.ns, "metered").Container("web").Idle(5 * time.Minute).Obj()
+	metered.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 1, Period: v1alpha1.BudgetWeek, Weighting: v1alpha1.WeightingNone}
+	if err := env.Client.Create(ctx, metered); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"alice-ghost-a", "alice-ghost-b"} {
+		ul := testobj.MakeUserland(f.ns, name, "alice", "metered").Obj()
+		ul.Labels = map[string]string{v1alpha1.LabelCourse: "ghost"}
+		ul.Annotations = map[string]string{v1alpha1.AnnotationProvisionedByCourse: "11111111-2222-3333-4444-555555555555"}
+		if err := env.Client.Create(ctx, ul); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"alice-ghost-a", "alice-ghost-b"} {
+		env.Eventually(t, 60*time.Second, name+" with its usage", func(ctx context.Context) (bool, error) {
+			ul, err := getUserland(ctx, f.ns, name)
+			return err == nil && ul.Status.Usage != nil, nil
+		})
+	}
+	a, err := getUserland(ctx, f.ns, "alice-ghost-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := actions.GrantPatch(a, nil, &metered.Spec, 5, "root", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Patch(ctx, a, patch); err != nil {
+		t.Fatal(err)
+	}
+	env.Eventually(t, 30*time.Second, "the grant in a's usage, in the gateway's cache", func(ctx context.Context) (bool, error) {
+		var ul v1alpha1.Userland
+		err := f.server.Reader.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "alice-ghost-a"}, &ul)
+		return err == nil && ul.Status.Usage != nil && ul.Status.Usage.GrantedSeconds == 5*3600, nil
+	})
+	b, _ := getUserland(ctx, f.ns, "alice-ghost-b")
+	if b.Status.Usage == nil || b.Status.Usage.GrantedSeconds != 0 || b.Status.Usage.LimitSeconds != 3600 {
+		t.Fatalf("b's own usage: %+v, want 1h and no grant", b.Status.Usage)
+	}
+	// What the controller enforces for b: its own budget, 1h.
+	root := browser(t)
+	signIn(t, root, f.gateway.URL, "root", "root-pw")
+	_, admin := get(t, root, f.gateway.URL+"/dashboard/admin?namespace="+f.ns+"&template=metered", nil)
+	rowA, rowB := advRow(admin, f.ns, "alice-ghost-a"), advRow(admin, f.ns, "alice-ghost-b")
+	if !strings.Contains(rowA, "used of 6h") {
+		t.Errorf("a's row does not show its own 1h+5h:\n%s", rowA)
+	}
+	if !strings.Contains(rowB, "used of 1h") {
+		t.Errorf("b's row shows a budget the controller does not apply to b (its own is 1h, no grant; the page pooled a's grant):\n%s", rowB)
+	}
+}
