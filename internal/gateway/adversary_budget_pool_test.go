@@ -386,4 +386,23 @@ func TestAdversaryPoolFiguresMatchWhatGoverns(t *testing.T) {
 	if !strings.Contains(rowB, "used of 1h") {
 		t.Errorf("b's row shows a budget the controller does not apply to b (its own is 1h, no grant; the page pooled a's grant):\n%s", rowB)
 	}
+
+	// Related: no course governs b (course "ghost" does not exist), its
+	// template's budget does; a granter (grant on userlands and courses in
+	// the namespace) is still sent to a course page that does not exist.
+	granter := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "granter-root"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "userland-budget-granter"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "root"}},
+	}
+	if err := env.Client.Create(ctx, granter); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	_, admin = get(t, root, f.gateway.URL+"/dashboard/admin?namespace="+f.ns+"&template=metered", nil)
+	token := formToken.FindStringSubmatch(admin)[1]
+	_, loc := advPost(t, f, root, advGrantForm(token, f.ns, "alice-ghost-b", "1"))
+	if !strings.Contains(loc, "flash=") {
+		t.Errorf("a granter's grant on b, governed by its template's budget with no course, went to %q", loc)
+	}
 }
