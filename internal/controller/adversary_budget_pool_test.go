@@ -186,7 +186,11 @@ func TestAdversaryPoolAfterTheCourseIsDeleted(t *testing.T) {
 	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	sharing := course.NewBudgetSharing(course.Pointers(list.Items))
+	sharing := course.NewBudgetSharing(course.Pointers(list.Items), course.Remembered(func(namespace, name string) (*v1alpha1.Course, error) {
+		var c v1alpha1.Course
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &c)
+		return &c, err
+	}))
 	for i := range list.Items {
 		ul := &list.Items[i]
 		if ul.Name != database {

@@ -26,7 +26,7 @@ import (
 func budgetOf(ul *v1alpha1.Userland, tmpl *v1alpha1.TemplateSpec, c *v1alpha1.Course, role course.Role, pod *corev1.PodSpec, now time.Time) *budget.Budget {
 	grant := ul.Annotations[v1alpha1.AnnotationBudgetGrant]
 	switch {
-	case c != nil && role == course.Student && c.Spec.Limits.Budget != nil:
+	case course.BudgetGoverns(c, ul):
 		b := budget.For(*c.Spec.Limits.Budget, c.Spec.Term.Start.Time, pod, grant, now)
 		return &b
 	case c == nil && tmpl.Budget != nil:
@@ -57,14 +57,14 @@ func IndexUserlandByBudgetGroup(obj client.Object) []string {
 // course, which draw on the same budget; nil unless a course's budget
 // governs s.ul. They are read from the cache, not copied, and only read.
 func (r *UserlandReconciler) budgetSharers(ctx context.Context, s *reconcileState) ([]*v1alpha1.UsageStatus, error) {
-	if s.course == nil || s.role != course.Student || s.course.Spec.Limits.Budget == nil {
+	if !course.BudgetGoverns(s.course, s.ul) {
 		return nil, nil
 	}
 	var list v1alpha1.UserlandList
 	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexBudgetGroupKey: course.BudgetGroup(s.ul)}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the environments sharing %s/%s's budget: %w", s.ul.Namespace, s.ul.Name, err)
 	}
-	return course.NewBudgetSharing(course.Pointers(list.Items)).Of(s.ul), nil
+	return course.NewBudgetSharing(course.Pointers(list.Items), course.OneCourse(s.course)).Of(s.ul), nil
 }
 
 // budgetSharersOf maps a Userland whose usage changed to the others that

@@ -50,7 +50,11 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.clock.Now()
 	type key struct{ namespace, course, template, user string }
 	used, remaining := map[key]int64{}, map[key]int64{}
-	sharing := course.NewBudgetSharing(course.Pointers(list.Items))
+	sharing := course.NewBudgetSharing(course.Pointers(list.Items), course.Remembered(func(namespace, name string) (*v1alpha1.Course, error) {
+		var crs v1alpha1.Course
+		err := c.reader.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &crs)
+		return &crs, err
+	}))
 	for i := range list.Items {
 		ul := &list.Items[i]
 		if ul.Status.Usage == nil {

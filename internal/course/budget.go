@@ -13,12 +13,21 @@ func keyOf(ul *v1alpha1.Userland) (budgetKey, bool) {
 	return k, k.course != "" && k.courseUID != ""
 }
 
-// SharesBudget reports whether a and b draw on one compute-hour budget:
-// two environments of one user made by one course. A course's budget is
-// per student, so a student's editor and database count against the same
-// hours. Whether the course governs them at all (it still exists and
-// made them; the user is a student there) is the caller's to know: only
-// environments a course budget governs carry usage.
+// BudgetGoverns reports whether c's budget governs ul: c (the Course
+// its label names, nil when there is none) made it, has a budget, and
+// counts its user as a student (staff are exempt). Then the budget is the
+// student's, shared by all their environments c made; otherwise an
+// environment's budget, if any, is its template's and its own. The
+// controller decides with this, and every reader groups with it, so a
+// page never pools what the controller does not (a deleted course's
+// environments go back to their templates' budgets, one each).
+func BudgetGoverns(c *v1alpha1.Course, ul *v1alpha1.Userland) bool {
+	return c != nil && c.Spec.Limits.Budget != nil && Provisioned(c, ul) && RoleOf(c, ul) == Student
+}
+
+// SharesBudget reports whether a and b, both governed by their course's
+// budget (BudgetGoverns), draw on one budget: two environments of one
+// user made by one course.
 func SharesBudget(a, b *v1alpha1.Userland) bool {
 	ka, ok := keyOf(a)
 	kb, _ := keyOf(b)
@@ -30,17 +39,35 @@ func SharesBudget(a, b *v1alpha1.Userland) bool {
 // course page lists thousands).
 type BudgetSharing map[budgetKey][]*v1alpha1.Userland
 
-// NewBudgetSharing groups all, those with usage; it keeps the pointers.
-// Callers showing figures to a person pass only what that person may
-// reach, so a total never reveals an environment they cannot see.
-func NewBudgetSharing(all []*v1alpha1.Userland) BudgetSharing {
+// CourseLookup finds the Course of a namespace and name, nil when there
+// is none.
+type CourseLookup func(namespace, name string) *v1alpha1.Course
+
+// NewBudgetSharing groups those of all with usage that their course's
+// budget governs (BudgetGoverns, with the Course courseOf finds); it keeps
+// the pointers. Callers showing figures to a person pass only what that
+// person may reach, so a total never reveals an environment they cannot
+// see.
+func NewBudgetSharing(all []*v1alpha1.Userland, courseOf CourseLookup) BudgetSharing {
 	s := BudgetSharing{}
 	for _, ul := range all {
-		if k, ok := keyOf(ul); ok && ul.Status.Usage != nil {
-			s[k] = append(s[k], ul)
+		k, ok := keyOf(ul)
+		if !ok || ul.Status.Usage == nil || !BudgetGoverns(courseOf(ul.Namespace, k.course), ul) {
+			continue
 		}
+		s[k] = append(s[k], ul)
 	}
 	return s
+}
+
+// OneCourse is a CourseLookup that knows only c.
+func OneCourse(c *v1alpha1.Course) CourseLookup {
+	return func(namespace, name string) *v1alpha1.Course {
+		if c != nil && c.Namespace == namespace && c.Name == name {
+			return c
+		}
+		return nil
+	}
 }
 
 // Pointers are pointers to each of items, for NewBudgetSharing.
@@ -52,10 +79,11 @@ func Pointers(items []v1alpha1.Userland) []*v1alpha1.Userland {
 	return out
 }
 
-// Of is the usage of the other environments that share ul's budget.
+// Of is the usage of the other environments that share ul's budget;
+// none unless ul's own course budget governs it (it is then in s).
 func (s BudgetSharing) Of(ul *v1alpha1.Userland) []*v1alpha1.UsageStatus {
 	k, ok := keyOf(ul)
-	if !ok {
+	if !ok || !s.holds(k, ul) {
 		return nil
 	}
 	var out []*v1alpha1.UsageStatus
@@ -76,4 +104,33 @@ func BudgetGroup(ul *v1alpha1.Userland) string {
 	}
 	// Only the user may hold a "/"; it comes last.
 	return k.namespace + "/" + k.course + "/" + k.courseUID + "/" + k.user
+}
+
+// holds reports whether ul itself was grouped under k.
+func (s BudgetSharing) holds(k budgetKey, ul *v1alpha1.Userland) bool {
+	for _, o := range s[k] {
+		if o.Name == ul.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// Remembered is a CourseLookup that asks get once per course (get
+// returns nil, or an error, for none): a page of thousands of rows reads
+// each course once.
+func Remembered(get func(namespace, name string) (*v1alpha1.Course, error)) CourseLookup {
+	seen := map[[2]string]*v1alpha1.Course{}
+	return func(namespace, name string) *v1alpha1.Course {
+		key := [2]string{namespace, name}
+		if c, ok := seen[key]; ok {
+			return c
+		}
+		c, err := get(namespace, name)
+		if err != nil {
+			c = nil
+		}
+		seen[key] = c
+		return c
+	}
 }

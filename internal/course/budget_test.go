@@ -15,7 +15,9 @@ import (
 // itself do not.
 func TestOneBudgetPerStudentOfACourse(t *testing.T) {
 	t.Parallel()
-	c := &v1alpha1.Course{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db"}}
+	c := &v1alpha1.Course{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db"},
+		Spec: v1alpha1.CourseSpec{Students: v1alpha1.AutoProvisionSpec{Users: []string{"s@uni.example", "t@uni.example"}},
+			Limits: v1alpha1.CourseLimits{Budget: &v1alpha1.BudgetSpec{Hours: 10}}}}
 	again := &v1alpha1.Course{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db-2"}}
 	lab := func(c *v1alpha1.Course, user, template string) *v1alpha1.Userland {
 		ul := NewUserland(c, user, BasisStudentUser, v1alpha1.TemplateReference{Name: template})
@@ -57,8 +59,23 @@ func TestOneBudgetPerStudentOfACourse(t *testing.T) {
 		own := editor.DeepCopy()
 		own.Status.Usage = &v1alpha1.UsageStatus{UsedSeconds: 1}
 		all := []v1alpha1.Userland{*own, *db, *unbudgeted, *lab(c, "t@uni.example", "database")}
-		if diff := cmp.Diff([]*v1alpha1.UsageStatus{used}, NewBudgetSharing(Pointers(all)).Of(own)); diff != "" {
-			t.Errorf("BudgetSharers (-want +got):\n%s", diff)
+		if diff := cmp.Diff([]*v1alpha1.UsageStatus{used}, NewBudgetSharing(Pointers(all), OneCourse(c)).Of(own)); diff != "" {
+			t.Errorf("sharers (-want +got):\n%s", diff)
+		}
+		// The course deleted: each environment's budget is its own again.
+		if got := NewBudgetSharing(Pointers(all), OneCourse(nil)).Of(own); len(got) != 0 {
+			t.Errorf("sharers once the course is gone = %v, want none", got)
+		}
+		// Without a budget, or for staff, the course pools nothing.
+		noBudget := c.DeepCopy()
+		noBudget.Spec.Limits.Budget = nil
+		if got := NewBudgetSharing(Pointers(all), OneCourse(noBudget)).Of(own); len(got) != 0 {
+			t.Errorf("sharers under a course without a budget = %v, want none", got)
+		}
+		staffed := c.DeepCopy()
+		staffed.Spec.Staff.Users = []string{"s@uni.example"}
+		if got := NewBudgetSharing(Pointers(all), OneCourse(staffed)).Of(own); len(got) != 0 {
+			t.Errorf("sharers of a member of staff = %v, want none", got)
 		}
 	})
 }

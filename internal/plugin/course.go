@@ -163,7 +163,7 @@ func (o *options) printCourseStatus(c *v1alpha1.Course, items []v1alpha1.Userlan
 	w := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
 	_, _ = fmt.Fprintln(w, "USER\tROLE\tNAME\tTEMPLATE\tPHASE\tLAST USED\tCOMPUTE HOURS")
 	seen := map[string]bool{}
-	sharing := course.NewBudgetSharing(course.Pointers(items))
+	sharing := course.NewBudgetSharing(course.Pointers(items), course.OneCourse(c))
 	for i := range items {
 		ul := &items[i]
 		seen[ul.Spec.User] = true

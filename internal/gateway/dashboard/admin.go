@@ -144,10 +144,11 @@ func (d *Dashboard) admin(w http.ResponseWriter, r *http.Request, id session.Ide
 	rows := make([]Row, 0, hi-lo)
 	// Budget figures sum what the viewer may reach, unfiltered: a
 	// student's hours are those of all their environments of a course.
-	sharing := course.NewBudgetSharing(all)
+	sharing := course.NewBudgetSharing(all, d.courses(ctx))
+	grantable := d.grantableHere(ctx, id)
 	for _, ul := range kept[lo:hi] {
 		row := withUsage(rowOf(ul, reasons[ul]), ul, sharing, now)
-		row.CanGrant = row.Budgeted && d.grantableHere(ctx, id, ul)
+		row.CanGrant = row.Budgeted && grantable(ul)
 		rows = append(rows, row)
 	}
 	render(w, http.StatusOK, "admin.html", struct {

@@ -113,7 +113,7 @@ func (d *Dashboard) coursePage(w http.ResponseWriter, r *http.Request, id sessio
 		}
 		reachable, reasons = append(reachable, ul), append(reasons, reason)
 	}
-	sharing := course.NewBudgetSharing(reachable)
+	sharing := course.NewBudgetSharing(reachable, course.OneCourse(c))
 	for i, ul := range reachable {
 		reason := reasons[i]
 		m := byUser[ul.Spec.User]

@@ -95,7 +95,7 @@ func (d *Dashboard) visible(ctx context.Context, id session.Identity, keep func(
 	})
 	// Budget figures sum only what is listed: nothing the viewer cannot
 	// reach moves a number they see.
-	sharing := course.NewBudgetSharing(kept)
+	sharing := course.NewBudgetSharing(kept, d.courses(ctx))
 	for i, ul := range kept {
 		rows = append(rows, withUsage(rowOf(ul, access[i]), ul, sharing, now))
 	}

@@ -53,6 +53,30 @@ func (d *Dashboard) mayGrant(ctx context.Context, id session.Identity, c *v1alph
 	return d.Access.Require(ctx, d.rbacSubject(id), budgetGrant(c))
 }
 
+// courses reads Courses from the gateway's cache, each once per page.
+func (d *Dashboard) courses(ctx context.Context) course.CourseLookup {
+	return course.Remembered(func(namespace, name string) (*v1alpha1.Course, error) {
+		var c v1alpha1.Course
+		err := d.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &c)
+		return &c, err
+	})
+}
+
+// governingCourse is the Course that made ul and governs it, nil when
+// none does (no label, a deleted course, a namesake made later): then ul
+// is outside a course, its budget its template's.
+func (d *Dashboard) governingCourse(ctx context.Context, ul *v1alpha1.Userland) *v1alpha1.Course {
+	name := ul.Labels[v1alpha1.LabelCourse]
+	if name == "" {
+		return nil
+	}
+	var c v1alpha1.Course
+	if err := d.Reader.Get(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: name}, &c); err != nil || !course.Provisioned(&c, ul) {
+		return nil
+	}
+	return &c
+}
+
 // userlandGrant is the permission behind the admin page's "Grant hours"
 // for an environment outside a course: RBAC's grant on that Userland,
 // which the webhook asks again of the gateway that writes it.
@@ -60,12 +84,27 @@ func userlandGrant(ul *v1alpha1.Userland) access.Action {
 	return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "userlands", Namespace: ul.Namespace, Name: ul.Name}
 }
 
-// grantableHere reports whether the admin page offers id "Grant hours"
-// on ul: one outside a course (a course's students are granted on its
-// page, by the course's grant verb) that RBAC lets id grant. Asked only
-// for the page's budgeted rows.
-func (d *Dashboard) grantableHere(ctx context.Context, id session.Identity, ul *v1alpha1.Userland) bool {
-	return ul.Labels[v1alpha1.LabelCourse] == "" && d.Access.Require(ctx, d.rbacSubject(id), userlandGrant(ul)) == nil
+// grantableHere says whether the admin page offers id "Grant hours" on
+// ul: one outside a course (a course's students are granted on its page,
+// by the course's grant verb) that RBAC lets id grant. It asks once per
+// namespace whether id may grant any Userland there, and only when not,
+// for the row itself (a Role with resourceNames): a page of budgeted rows
+// in one namespace costs one review, not one per row.
+func (d *Dashboard) grantableHere(ctx context.Context, id session.Identity) func(ul *v1alpha1.Userland) bool {
+	anyIn := map[string]bool{}
+	return func(ul *v1alpha1.Userland) bool {
+		if d.governingCourse(ctx, ul) != nil {
+			return false
+		}
+		may, asked := anyIn[ul.Namespace]
+		if !asked {
+			whole := userlandGrant(ul)
+			whole.Name = ""
+			may = d.Access.Require(ctx, d.rbacSubject(id), whole) == nil
+			anyIn[ul.Namespace] = may
+		}
+		return may || d.Access.Require(ctx, d.rbacSubject(id), userlandGrant(ul)) == nil
+	}
 }
 
 // grant grants hours to one environment outside a course that id may
@@ -76,8 +115,8 @@ func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.Na
 	if ul == nil {
 		return "", errForbidden
 	}
-	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
-		return "", fmt.Errorf("%s belongs to course %s, so grant hours on the course's page", describe.Title(ul), c)
+	if c := d.governingCourse(ctx, ul); c != nil {
+		return "", fmt.Errorf("%s belongs to course %s, so grant hours on the course's page", describe.Title(ul), c.Name)
 	}
 	if err := d.Access.Require(ctx, d.rbacSubject(id), userlandGrant(ul)); err != nil {
 		var denied *access.Denied
