@@ -1,12 +1,15 @@
 package actions
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -48,4 +51,38 @@ func GrantPatch(ul *v1alpha1.Userland, c *v1alpha1.Course, tmpl *v1alpha1.Templa
 		return nil, fmt.Errorf("encoding the grant patch: %w", err)
 	}
 	return client.RawPatch(types.MergePatchType, data), nil
+}
+
+// Grant writes GrantPatch to ul, the environment its caller read and
+// checked. The controller writes an environment's status (a start, a stop,
+// the usage of a period) at any moment, and every write moves the
+// resourceVersion the patch carries: a conflict is then not a refusal. On
+// one, Grant reads the environment again from live (past any cache, which
+// may not have seen the write yet) and adds to the total found there. It
+// gives up with NotFound if the name now holds another object (a new UID):
+// the caller checked this one, not its successor.
+func Grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha1.Userland, c *v1alpha1.Course, tmpl *v1alpha1.TemplateSpec,
+	hours int64, by string, now time.Time, opts ...client.PatchOption) error {
+	current := ul
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if current == nil {
+			fresh := &v1alpha1.Userland{}
+			if err := live.Get(ctx, client.ObjectKeyFromObject(ul), fresh); err != nil {
+				return fmt.Errorf("reading %s again after a conflict: %w", ul.Name, err)
+			}
+			if fresh.UID != ul.UID {
+				return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("userlands").GroupResource(), ul.Name)
+			}
+			current = fresh
+		}
+		patch, err := GrantPatch(current, c, tmpl, hours, by, now)
+		if err != nil {
+			return err
+		}
+		// A new object to patch into: current may be a cached one.
+		target := &v1alpha1.Userland{}
+		target.Namespace, target.Name = ul.Namespace, ul.Name
+		current = nil
+		return w.Patch(ctx, target, patch, opts...)
+	})
 }

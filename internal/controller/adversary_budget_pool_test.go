@@ -87,11 +87,7 @@ func TestAdversaryPoolSiblingsAndPeriods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := actions.GrantPatch(db, &crs, nil, 1, "ta", ctrl.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Patch(ctx, db, patch); err != nil {
+	if err := actions.Grant(ctx, env.Client, env.Client, db, &crs, nil, 1, "ta", ctrl.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	waitUsage(t, ns, database, func(u *v1alpha1.UsageStatus) bool { return u.GrantedSeconds == 3600 })
@@ -161,17 +157,13 @@ func TestAdversaryPoolAfterTheCourseIsDeleted(t *testing.T) {
 		return err != nil, nil
 	})
 	// Five hours granted on the editor, under its template's budget.
-	env.Eventually(t, 30*time.Second, "the grant written", func(ctx context.Context) (bool, error) {
-		edUL, err := get(t, ctx, ns, editor)
-		if err != nil {
-			return false, err
-		}
-		patch, err := actions.GrantPatch(edUL, nil, &ed.Spec, 5, "root", ctrl.clock.Now())
-		if err != nil {
-			return false, err
-		}
-		return env.Client.Patch(ctx, edUL, patch) == nil, nil
-	})
+	edUL, err := get(t, ctx, ns, editor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := actions.Grant(ctx, env.Client, env.Client, edUL, nil, &ed.Spec, 5, "root", ctrl.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
 	waitUsage(t, ns, editor, func(u *v1alpha1.UsageStatus) bool { return u.GrantedSeconds == 5*3600 })
 	// The database runs 61 minutes: its own hour is gone and it stops.
 	act(t, ctx, ns, database, actions.Start, ctrl.clock.Now())

@@ -271,11 +271,7 @@ func TestAdversaryPoolFiguresOnPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := actions.GrantPatch(target, &c, nil, 2, "carol", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Patch(ctx, target, patch); err != nil {
+	if err := actions.Grant(ctx, env.Client, env.Client, target, &c, nil, 2, "carol", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	env.Eventually(t, 30*time.Second, "the grant in the gateway's cache", func(ctx context.Context) (bool, error) {
@@ -363,11 +359,7 @@ func TestAdversaryPoolFiguresMatchWhatGoverns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch, err := actions.GrantPatch(a, nil, &metered.Spec, 5, "root", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Patch(ctx, a, patch); err != nil {
+	if err := actions.Grant(ctx, env.Client, env.Client, a, nil, &metered.Spec, 5, "root", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	env.Eventually(t, 30*time.Second, "the grant in a's usage, in the gateway's cache", func(ctx context.Context) (bool, error) {

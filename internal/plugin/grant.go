@@ -6,8 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -125,25 +123,13 @@ func (o *options) grantOne(ctx context.Context, c client.Client, name string, ho
 }
 
 // grant adds hours to ul's grant under crs's budget (or, outside a
-// course, tmpl's), retrying on a conflict with another grant (the patch
-// carries the resourceVersion it read).
+// course, tmpl's); actions.Grant retries a conflict with the controller's
+// status writes or another grant.
 func (o *options) grant(ctx context.Context, c client.Client, crs *v1alpha1.Course, tmpl *v1alpha1.TemplateSpec, ul *v1alpha1.Userland, hours int64, by string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(ul), ul); err != nil {
-			return err
-		}
-		patch, err := actions.GrantPatch(ul, crs, tmpl, hours, by, o.now())
-		if err != nil {
-			return err
-		}
-		if err := c.Patch(ctx, ul, patch); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
-			return fmt.Errorf("granting %s: %w", ul.Name, err)
-		}
-		return nil
-	})
+	if err := actions.Grant(ctx, c, c, ul, crs, tmpl, hours, by, o.now()); err != nil {
+		return fmt.Errorf("granting %s: %w", ul.Name, err)
+	}
+	return nil
 }
 
 // whoAmI is the caller's user name as the API server sees it, recorded

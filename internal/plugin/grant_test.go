@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/budget"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/testobj"
@@ -107,5 +109,68 @@ func TestGrantOneEnvironmentOutsideACourse(t *testing.T) {
 		if _, _, err := kubectl(t, append([]string{"-n", ns}, tc.args...)...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error saying %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestGrantSurvivesTheControllersStatusWrite: a grant prepared from a read
+// that the controller's status write (or another grant) has since
+// overtaken is a conflict on the real API server. actions.Grant, which the
+// dashboard and this plugin share, reads again and adds to the total it
+// finds, so no grant is lost and no person sees "the object has been
+// modified". A same-named successor is not granted what its predecessor
+// was checked for.
+func TestGrantSurvivesTheControllersStatusWrite(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	tmpl := testobj.MakeTemplate(ns, "lab").Obj()
+	tmpl.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 1, Period: v1alpha1.BudgetWeek}
+	mustCreate(t, tmpl, testobj.MakeUserland(ns, "a-lab", "a@uni.example", "lab").Obj())
+	var stale v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-lab"}, &stale); err != nil {
+		t.Fatal(err)
+	}
+	// Another grant and a status write land after the read.
+	if err := actions.Grant(ctx, env.Client, env.Client, stale.DeepCopy(), nil, &tmpl.Spec, 2, "ta", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var moved v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-lab"}, &moved); err != nil {
+		t.Fatal(err)
+	}
+	moved.Status.Phase = v1alpha1.PhaseStopped
+	if err := env.Client.Status().Update(ctx, &moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := actions.Grant(ctx, env.Client, env.Client, stale.DeepCopy(), nil, &tmpl.Spec, 3, "root", time.Now()); err != nil {
+		t.Fatalf("a grant from a read the status write overtook: %v", err)
+	}
+	var got v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-lab"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	g, err := budget.ParseGrant(got.Annotations[v1alpha1.AnnotationBudgetGrant])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Hours != 5 || g.By != "root" {
+		t.Errorf("grant after 2 and then 3 hours from a stale read = %+v, want 5 hours, last by root", g)
+	}
+
+	// The name deleted and made again: the checked object is gone.
+	if err := env.Client.Delete(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, testobj.MakeUserland(ns, "a-lab", "b@uni.example", "lab").Obj())
+	err = actions.Grant(ctx, env.Client, env.Client, got.DeepCopy(), nil, &tmpl.Spec, 1, "root", time.Now())
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a grant for the deleted environment on its successor: %v, want NotFound", err)
+	}
+	var successor v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-lab"}, &successor); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := successor.Annotations[v1alpha1.AnnotationBudgetGrant]; ok {
+		t.Errorf("the successor was granted %q", v)
 	}
 }

@@ -135,13 +135,7 @@ func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.Na
 	if err != nil {
 		return "", fmt.Errorf("finding the template of %s: %w", key, err)
 	}
-	patch, err := actions.GrantPatch(ul, nil, t.Spec, hours, id.User, d.now())
-	if err != nil {
-		return "", err
-	}
-	target := &v1alpha1.Userland{}
-	target.Namespace, target.Name = key.Namespace, key.Name
-	if err := d.Writer.Patch(ctx, target, patch, client.FieldOwner("userland-dashboard")); err != nil {
+	if err := actions.Grant(ctx, d.Live, d.Writer, ul, nil, t.Spec, hours, id.User, d.now(), client.FieldOwner("userland-dashboard")); err != nil {
 		return "", fmt.Errorf("granting hours to %s: %w", key, err)
 	}
 	return fmt.Sprintf("Granted %s %d more hours this period on %s.", ul.Spec.User, hours, describe.Title(ul)), nil
@@ -179,11 +173,7 @@ func (d *Dashboard) courseGrant(w http.ResponseWriter, r *http.Request, id sessi
 		gwpages.Error(w, r, http.StatusNotFound, "no such student environment in this course")
 		return
 	}
-	patch, err := actions.GrantPatch(&ul, c, nil, hours, id.User, d.now())
-	if err == nil {
-		err = d.Writer.Patch(ctx, &ul, patch, client.FieldOwner("userland-dashboard"))
-	}
-	if err != nil {
+	if err := actions.Grant(ctx, d.Live, d.Writer, &ul, c, nil, hours, id.User, d.now(), client.FieldOwner("userland-dashboard")); err != nil {
 		http.Redirect(w, r, auth.SafeReturnPath(back+"&error="+urlQueryEscape(plainError(err))), http.StatusSeeOther)
 		return
 	}
