@@ -24,6 +24,7 @@ type Metrics struct {
 	wakes          prometheus.Counter
 	wakeSeconds    prometheus.Histogram
 	waiting        prometheus.Gauge
+	unresolved     prometheus.Counter
 	signinFailures *prometheus.CounterVec
 }
 
@@ -50,11 +51,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "userland_gateway_requests_waiting", Help: "Requests held until their environment is ready.",
 		}),
+		unresolved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "userland_gateway_unresolved_total",
+			Help: "Requests for a Ready environment asked to wait because its Service listed no ready address within the resolver's wait (EndpointSlices lagging the Userland's status).",
+		}),
 		signinFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "userland_gateway_signin_failures_total", Help: "Failed sign-ins by reason.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.upstream, m.websockets, m.wakes, m.wakeSeconds, m.waiting, m.signinFailures)
+	reg.MustRegister(m.requests, m.upstream, m.websockets, m.wakes, m.wakeSeconds, m.waiting, m.unresolved, m.signinFailures)
 	return m
 }
 
@@ -86,6 +91,12 @@ func (m *Metrics) answered(code int) {
 func (m *Metrics) woke() {
 	if m != nil {
 		m.wakes.Inc()
+	}
+}
+
+func (m *Metrics) unresolvedReady() {
+	if m != nil {
+		m.unresolved.Inc()
 	}
 }
 

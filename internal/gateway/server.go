@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -268,8 +267,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 	s.forgetWake(key)
 	upstream, err := s.Resolver.Resolve(r.Context(), ul.Namespace, ul.Name, spec.HTTP.Port)
 	if err != nil {
-		ctrl.LoggerFrom(r.Context()).Error(err, "no address for an environment", "namespace", ul.Namespace, "name", ul.Name)
-		pages.Error(w, r, http.StatusBadGateway, "environment address unknown")
+		s.unresolved(w, r, ul, err)
 		return
 	}
 	req := proxy.Request{Upstream: upstream, Identity: id, Rules: s.idleRules.Get(spec.Idle),

@@ -2,11 +2,12 @@ package gateway
 
 import (
 	"context"
-
+	"errors"
 	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
@@ -193,4 +194,31 @@ func (s *Server) dashboardURL() string {
 		return "/"
 	}
 	return s.PublicURL.JoinPath("/").String()
+}
+
+// unresolved answers a request for a Ready environment whose address err
+// says cannot be had. The controller may call an environment Ready from its
+// pod a moment before Kubernetes' EndpointSlice controller lists that pod
+// as ready, and on a loaded node the gap can outlast the resolver's wait:
+// a dead-end 502 then strands a person whose environment is seconds from
+// serving (it happened on the real node after a wake, and the idle stop
+// that followed, with nobody let in, stopped it again). So a missing
+// address is "starting": a page load gets the progress page, which reloads
+// and is held again, and anything else a 503 to retry. Only an address that
+// cannot be trusted (several ready pods) is a 502.
+func (s *Server) unresolved(w http.ResponseWriter, r *http.Request, ul *v1alpha1.Userland, err error) {
+	log := ctrl.LoggerFrom(r.Context()).WithValues("namespace", ul.Namespace, "name", ul.Name)
+	if !errors.Is(err, ErrNoReadyEndpoint) {
+		log.Error(err, "no address for an environment")
+		pages.Error(w, r, http.StatusBadGateway, "environment address unknown")
+		return
+	}
+	log.Info("a Ready environment has no ready address yet; the person is asked to wait", "error", err.Error())
+	s.Metrics.unresolvedReady()
+	if isNavigation(r) {
+		s.progress(w, ul, http.StatusAccepted, "")
+		return
+	}
+	w.Header().Set("Retry-After", "2")
+	pages.Error(w, r, http.StatusServiceUnavailable, "the environment is starting; retry shortly")
 }

@@ -144,6 +144,9 @@ func (n *Node) KeepLogs() string {
 	for _, f := range cluster {
 		_ = os.Rename(f, filepath.Join(kept, "control-plane-"+filepath.Base(f)))
 	}
+	// The pods still running (the gateway's, the controller's, the apps'):
+	// what they logged explains a failure the daemons' logs only frame.
+	_ = os.Rename(n.path("pod-logs"), filepath.Join(kept, "pods"))
 	return kept
 }
 
