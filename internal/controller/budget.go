@@ -24,16 +24,12 @@ import (
 // course. A course governs its environments alone: without a budget of
 // its own, its template's does not apply to them.
 func budgetOf(ul *v1alpha1.Userland, tmpl *v1alpha1.TemplateSpec, c *v1alpha1.Course, role course.Role, pod *corev1.PodSpec, now time.Time) *budget.Budget {
-	grant := ul.Annotations[v1alpha1.AnnotationBudgetGrant]
-	switch {
-	case course.BudgetGoverns(c, ul):
-		b := budget.For(*c.Spec.Limits.Budget, c.Spec.Term.Start.Time, pod, grant, now)
-		return &b
-	case c == nil && tmpl.Budget != nil:
-		b := budget.For(*tmpl.Budget, time.Time{}, pod, grant, now)
-		return &b
+	spec, termStart, _ := course.BudgetFor(c, ul, tmpl)
+	if spec == nil {
+		return nil
 	}
-	return nil
+	b := budget.For(*spec, termStart, pod, ul.Annotations[v1alpha1.AnnotationBudgetGrant], now)
+	return &b
 }
 
 // IndexBudgetGroupKey indexes cached Userlands by the budget they share

@@ -1,6 +1,10 @@
 package course
 
-import "github.com/userland-dev/userland/api/v1alpha1"
+import (
+	"time"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
 
 // budgetKey is what environments sharing a budget have in common: the
 // namespace, the course's name and UID (as their provenance records it,
@@ -23,6 +27,25 @@ func keyOf(ul *v1alpha1.Userland) (budgetKey, bool) {
 // environments go back to their templates' budgets, one each).
 func BudgetGoverns(c *v1alpha1.Course, ul *v1alpha1.Userland) bool {
 	return c != nil && c.Spec.Limits.Budget != nil && Provisioned(c, ul) && RoleOf(c, ul) == Student
+}
+
+// BudgetFor is the budget that governs ul, and whether it is its
+// course's: c's when c governs it (BudgetGoverns); none when c made it
+// otherwise (c's staff, or a course without a budget: a course decides
+// for what it made); its template's (tmpl, nil when unknown) outside a
+// course. c is the Course ul's label names, nil when there is none; one
+// that did not make ul (Provisioned) counts as none. The controller
+// enforces this budget, and every grant asks RBAC about whose it is.
+func BudgetFor(c *v1alpha1.Course, ul *v1alpha1.Userland, tmpl *v1alpha1.TemplateSpec) (spec *v1alpha1.BudgetSpec, termStart time.Time, ofCourse bool) {
+	switch {
+	case BudgetGoverns(c, ul):
+		return c.Spec.Limits.Budget, c.Spec.Term.Start.Time, true
+	case c != nil && Provisioned(c, ul):
+		return nil, time.Time{}, false
+	case tmpl != nil:
+		return tmpl.Budget, time.Time{}, false
+	}
+	return nil, time.Time{}, false
 }
 
 // SharesBudget reports whether a and b, both governed by their course's

@@ -2,6 +2,7 @@ package course
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,4 +79,54 @@ func TestOneBudgetPerStudentOfACourse(t *testing.T) {
 			t.Errorf("sharers of a member of staff = %v, want none", got)
 		}
 	})
+}
+
+// TestBudgetFor: the budget the controller enforces, and whose it is: the
+// course's for its student, none for what the course made otherwise (its
+// staff, a course without a budget), the template's outside a course,
+// including under a deleted course's label or a namesake's.
+func TestBudgetFor(t *testing.T) {
+	t.Parallel()
+	week := &v1alpha1.BudgetSpec{Hours: 10, Period: v1alpha1.BudgetWeek}
+	term := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	c := &v1alpha1.Course{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "db", UID: "uid-db"},
+		Spec: v1alpha1.CourseSpec{Students: v1alpha1.AutoProvisionSpec{Users: []string{"s@uni.example"}},
+			Staff:  v1alpha1.CourseStaff{Users: []string{"ta@uni.example"}},
+			Term:   v1alpha1.CourseTerm{Start: metav1.NewTime(term)},
+			Limits: v1alpha1.CourseLimits{Budget: week}}}
+	unbudgeted := c.DeepCopy()
+	unbudgeted.Spec.Limits.Budget = nil
+	namesake := c.DeepCopy()
+	namesake.UID = "uid-db-2"
+	tmpl := &v1alpha1.TemplateSpec{Budget: &v1alpha1.BudgetSpec{Hours: 3, Period: v1alpha1.BudgetWeek}}
+	student := NewUserland(c, "s@uni.example", BasisStudentUser, v1alpha1.TemplateReference{Name: "lab"})
+	staff := NewUserland(c, "ta@uni.example", BasisStaffUser, v1alpha1.TemplateReference{Name: "lab"})
+	plain := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	type got struct {
+		Spec      *v1alpha1.BudgetSpec
+		TermStart time.Time
+		OfCourse  bool
+	}
+	cases := map[string]struct {
+		c    *v1alpha1.Course
+		ul   *v1alpha1.Userland
+		tmpl *v1alpha1.TemplateSpec
+		want got
+	}{
+		"a course's student":                          {c, student, nil, got{week, term, true}},
+		"the course's staff are exempt":               {c, staff, tmpl, got{}},
+		"a course without a budget decides for it":    {unbudgeted, student, tmpl, got{}},
+		"a deleted course's student: the template's":  {nil, student, tmpl, got{Spec: tmpl.Budget}},
+		"a namesake course did not make it":           {namesake, student, tmpl, got{Spec: tmpl.Budget}},
+		"outside a course":                            {nil, plain, tmpl, got{Spec: tmpl.Budget}},
+		"outside a course, template unknown or plain": {nil, plain, nil, got{}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec, start, ofCourse := BudgetFor(tc.c, tc.ul, tc.tmpl)
+			if diff := cmp.Diff(tc.want, got{spec, start, ofCourse}); diff != "" {
+				t.Errorf("BudgetFor (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

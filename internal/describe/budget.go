@@ -20,12 +20,15 @@ func BudgetStop(u *v1alpha1.UsageStatus) string {
 
 // BudgetHold is why ul's budget keeps it stopped, in plain words for its
 // user: when it resets and whom to ask for more; "" when it does not.
-func BudgetHold(ul *v1alpha1.Userland) string {
+// ofCourse says the budget is its course's (budgetsource, as the
+// controller decides), not its template's: a course's label alone does
+// not send a student to staff who cannot grant it.
+func BudgetHold(ul *v1alpha1.Userland, ofCourse bool) string {
 	if ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason != v1alpha1.StoppedBudgetExhausted {
 		return ""
 	}
 	ask := "an administrator"
-	if ul.Labels[v1alpha1.LabelCourse] != "" {
+	if ofCourse {
 		ask = "your course's staff (instructor or teaching assistant)"
 	}
 	when := "It does not reset before the course's term ends."
@@ -33,7 +36,7 @@ func BudgetHold(ul *v1alpha1.Userland) string {
 		when = "It resets on " + at.UTC().Format("Monday 2 January 2006 at 15:04 MST") + "."
 	}
 	what := "this environment"
-	if ul.Labels[v1alpha1.LabelCourse] != "" {
+	if ofCourse {
 		what = "this course (all your environments of it together)"
 	}
 	return fmt.Sprintf("Your compute-hour budget for %s is used up. %s To keep working before then, ask %s to grant you more hours. Your files were kept.", what, when, ask)

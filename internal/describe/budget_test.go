@@ -19,18 +19,21 @@ func TestBudgetWords(t *testing.T) {
 				Usage: &v1alpha1.UsageStatus{PeriodEnd: end, LimitSeconds: 3600, UsedSeconds: 3600}}}
 	}
 	cases := map[string]struct {
-		ul   *v1alpha1.Userland
-		want []string
+		ul       *v1alpha1.Userland
+		ofCourse bool
+		want     []string
 	}{
-		"a course student, weekly": {exhausted(map[string]string{v1alpha1.LabelCourse: "db"}, &metav1.Time{Time: reset}),
+		"a course student, weekly": {exhausted(map[string]string{v1alpha1.LabelCourse: "db"}, &metav1.Time{Time: reset}), true,
 			[]string{"budget for this course (all your environments of it together) is used up", "resets on Monday 30 November 2026 at 00:00 UTC", "course's staff", "files were kept"}},
-		"a term budget": {exhausted(map[string]string{v1alpha1.LabelCourse: "db"}, nil),
+		"a term budget": {exhausted(map[string]string{v1alpha1.LabelCourse: "db"}, nil), true,
 			[]string{"does not reset before the course's term ends", "course's staff"}},
-		"outside a course": {exhausted(nil, &metav1.Time{Time: reset}), []string{"budget for this environment is used up", "ask an administrator"}},
+		"outside a course": {exhausted(nil, &metav1.Time{Time: reset}), false, []string{"budget for this environment is used up", "ask an administrator"}},
+		"a deleted course's label, its template's budget": {exhausted(map[string]string{v1alpha1.LabelCourse: "gone"}, &metav1.Time{Time: reset}), false,
+			[]string{"budget for this environment is used up", "ask an administrator"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := describe.BudgetHold(tc.ul)
+			got := describe.BudgetHold(tc.ul, tc.ofCourse)
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("BudgetHold = %q, want it to say %q", got, w)
@@ -38,7 +41,7 @@ func TestBudgetWords(t *testing.T) {
 			}
 		})
 	}
-	if got := describe.BudgetHold(&v1alpha1.Userland{Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseStopped, StoppedReason: v1alpha1.StoppedIdle}}); got != "" {
+	if got := describe.BudgetHold(&v1alpha1.Userland{Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseStopped, StoppedReason: v1alpha1.StoppedIdle}}, true); got != "" {
 		t.Errorf("BudgetHold of an idle environment = %q, want none", got)
 	}
 	if d := describe.Environment(exhausted(nil, &metav1.Time{Time: reset})); d.Phase != "BudgetExhausted" || d.Running {

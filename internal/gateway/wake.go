@@ -11,6 +11,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/budgetsource"
 	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
@@ -69,7 +70,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
 		return nil, false
 	}
-	if why := describe.BudgetHold(ul); why != "" {
+	if why := s.budgetHold(r.Context(), ul); why != "" {
 		// Waking would be refused until the reset or a grant; recording
 		// the ask would start it by itself once either comes.
 		s.progress(w, ul, http.StatusServiceUnavailable, why)
@@ -221,4 +222,17 @@ func (s *Server) unresolved(w http.ResponseWriter, r *http.Request, ul *v1alpha1
 	}
 	w.Header().Set("Retry-After", "2")
 	pages.Error(w, r, http.StatusServiceUnavailable, "the environment is starting; retry shortly")
+}
+
+// budgetHold is describe.BudgetHold for ul, with whose budget it is read
+// through the cache only when ul is held by one.
+func (s *Server) budgetHold(ctx context.Context, ul *v1alpha1.Userland) string {
+	if describe.BudgetHold(ul, false) == "" {
+		return ""
+	}
+	src, err := budgetsource.Of(ctx, s.Reader, ul)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "reading whose budget holds an environment", "namespace", ul.Namespace, "name", ul.Name)
+	}
+	return describe.BudgetHold(ul, src.Course != nil)
 }

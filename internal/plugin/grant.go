@@ -10,8 +10,8 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/budgetsource"
 	"github.com/userland-dev/userland/internal/course"
-	"github.com/userland-dev/userland/internal/templates"
 )
 
 // grantCommand is `kubectl userland grant COURSE STUDENT --hours N`, or
@@ -88,8 +88,9 @@ func studentEnvironments(ctx context.Context, c client.Client, crs *v1alpha1.Cou
 	return out, nil
 }
 
-// grantOne grants hours to the Userland name: under its course's budget
-// when a course made it, else under its template's.
+// grantOne grants hours to the Userland name under the budget that
+// governs it (budgetsource, as the controller decides): its course's for
+// a course's student, else its template's.
 func (o *options) grantOne(ctx context.Context, c client.Client, name string, hours int64) error {
 	ns, err := o.namespace()
 	if err != nil {
@@ -99,22 +100,14 @@ func (o *options) grantOne(ctx context.Context, c client.Client, name string, ho
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ul); err != nil {
 		return fmt.Errorf("userland %s: %w", name, err)
 	}
-	var crs *v1alpha1.Course
-	var tmpl *v1alpha1.TemplateSpec
-	if cn := ul.Labels[v1alpha1.LabelCourse]; cn != "" {
-		if crs, err = o.getCourse(ctx, c, cn); err != nil {
-			return err
-		}
-		if !course.Provisioned(crs, ul) {
-			return fmt.Errorf("userland %s carries course %s's label but the course did not make it", name, cn)
-		}
-	} else {
-		t, err := templates.Resolve(ctx, c, ul)
-		if err != nil {
-			return fmt.Errorf("the template of userland %s: %w", name, err)
-		}
-		tmpl = t.Spec
+	src, err := budgetsource.Of(ctx, c, ul)
+	if err != nil {
+		return err
 	}
+	if src.Spec == nil {
+		return fmt.Errorf("userland %s: %w", name, actions.ErrNoBudget)
+	}
+	crs, tmpl := src.Course, src.Template
 	if err := o.grant(ctx, c, crs, tmpl, ul, hours, o.whoAmI(ctx, c)); err != nil {
 		return err
 	}

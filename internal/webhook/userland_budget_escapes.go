@@ -64,19 +64,23 @@ func (v *UserlandValidator) requireAny(ctx context.Context, ul *v1alpha1.Userlan
 	if err != nil {
 		return nil, err
 	}
-	ok, err := v.mayGrantOrEnroll(ctx, who, ul)
+	grant, err := v.grantAction(ctx, ul)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := v.mayGrantOrEnroll(ctx, who, ul, grant)
 	if err != nil || ok {
 		return nil, err
 	}
-	return field.ErrorList{field.Forbidden(path, fmt.Sprintf("%s may not %s: %s, which takes RBAC's verb %q", who.User, grantAction(ul), why, v1alpha1.VerbGrant))}, nil
+	return field.ErrorList{field.Forbidden(path, fmt.Sprintf("%s may not %s: %s, which takes RBAC's verb %q", who.User, grant, why, v1alpha1.VerbGrant))}, nil
 }
 
-// mayGrantOrEnroll reports whether RBAC lets who grant on ul
-// (grantAction) or, as the controller may, enroll in its course: what
-// deleting a used environment, or handing its deletion or a second budget
-// to someone else, takes.
-func (v *UserlandValidator) mayGrantOrEnroll(ctx context.Context, who access.Subject, ul *v1alpha1.Userland) (bool, error) {
-	acts := []access.Action{grantAction(ul)}
+// mayGrantOrEnroll reports whether RBAC lets who grant on ul (grant, as
+// grantAction says) or, as the controller may, enroll in the course its
+// label names: what deleting a used environment, or handing its deletion
+// or a second budget to someone else, takes.
+func (v *UserlandValidator) mayGrantOrEnroll(ctx context.Context, who access.Subject, ul *v1alpha1.Userland, grant access.Action) (bool, error) {
+	acts := []access.Action{grant}
 	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
 		acts = append(acts, access.Action{Verb: v1alpha1.VerbEnroll, Group: v1alpha1.GroupVersion.Group, Resource: "courses", Namespace: ul.Namespace, Name: c})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/budgetsource"
 )
 
 var grantPath = field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationBudgetGrant)
@@ -37,7 +38,10 @@ func (v *UserlandValidator) validateBudgetGrant(ctx context.Context, old, ul *v1
 			return field.ErrorList{field.Invalid(grantPath, after, err.Error())}, nil
 		}
 	}
-	act := grantAction(ul)
+	act, err := v.grantAction(ctx, ul)
+	if err != nil {
+		return nil, err
+	}
 	who, err := requester(ctx)
 	if err != nil {
 		return nil, err
@@ -57,13 +61,16 @@ func (v *UserlandValidator) validateBudgetGrant(ctx context.Context, old, ul *v1
 	return nil, nil
 }
 
-// grantAction is what granting ul budget takes: grant on its course, or
-// outside a course on the Userland itself.
-func grantAction(ul *v1alpha1.Userland) access.Action {
-	if c := ul.Labels[v1alpha1.LabelCourse]; c != "" {
-		return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "courses", Namespace: ul.Namespace, Name: c}
+// grantAction is what granting ul budget takes: grant on the course
+// whose budget governs it, or otherwise on the Userland itself
+// (budgetsource, the controller's rule: a course's label alone is not
+// its course).
+func (v *UserlandValidator) grantAction(ctx context.Context, ul *v1alpha1.Userland) (access.Action, error) {
+	src, err := budgetsource.Of(ctx, v.Reader, ul)
+	if err != nil {
+		return access.Action{}, fmt.Errorf("finding the budget of userland %s/%s: %w", ul.Namespace, ul.Name, err)
 	}
-	return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "userlands", Namespace: ul.Namespace, Name: ul.Name}
+	return src.GrantAction(ul), nil
 }
 
 // grantedByMismatch says why a grant recorded as by may not be written by

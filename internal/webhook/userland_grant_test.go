@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -26,9 +28,16 @@ func TestOnlyGrantersGrantBudget(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	db := testobj.MakeCourse(ns, "db").Students("s@uni.example").Staff("ta@uni.example").Template("lab", v1alpha1.ProvisionOnSignIn).Obj()
+	for _, o := range []client.Object{compliant(ns, "lab"), db} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Made by the course (its UID in the provenance, as the controller
+	// makes them): a label alone would not make it the course's.
 	student := course.NewUserland(db, "s@uni.example", course.BasisStudentUser, v1alpha1.TemplateReference{Name: "lab"})
 	student.Name = "s-lab-db"
-	for _, o := range []client.Object{compliant(ns, "lab"), db, student, testobj.MakeUserland(ns, "free", "f@uni.example", "lab").Obj()} {
+	for _, o := range []client.Object{student, testobj.MakeUserland(ns, "free", "f@uni.example", "lab").Obj()} {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
@@ -105,5 +114,64 @@ func TestOnlyGrantersGrantBudget(t *testing.T) {
 				t.Errorf("%s: %v; want Invalid at %s saying %q", tc.name, err, path, tc.want)
 			}
 		}
+	}
+}
+
+// TestAGrantUnderADeletedCoursesLabelTakesTheUserlands: an environment a
+// course made keeps the course's label after the course is deleted, and
+// the controller then holds it to its template's budget, its own. RBAC's
+// grant on a Course of that name (a Role with resourceNames, left from
+// the course, or made for a new course of the name) does not reach it;
+// grant on the Userland does, as outside any course.
+func TestAGrantUnderADeletedCoursesLabelTakesTheUserlands(t *testing.T) {
+	t.Parallel()
+	startWebhooks(t)
+	loadRoles(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	lab := compliant(ns, "lab")
+	lab.Spec.Budget = &v1alpha1.BudgetSpec{Hours: 2, Period: v1alpha1.BudgetWeek}
+	ghost := testobj.MakeCourse(ns, "ghost").Students("s@uni.example").Template("lab", v1alpha1.ProvisionOnSignIn).Obj()
+	for _, o := range []client.Object{lab, ghost} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := course.NewUserland(ghost, "s@uni.example", course.BasisStudentUser, v1alpha1.TemplateReference{Name: "lab"})
+	left.Name = "s-lab-ghost"
+	if err := env.Client.Create(ctx, left); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	courseGranter := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grant-ghost"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"courses"},
+			ResourceNames: []string{"ghost"}, Verbs: []string{v1alpha1.VerbGrant}}},
+	}
+	if err := env.Client.Create(ctx, courseGranter); err != nil {
+		t.Fatal(err)
+	}
+	ta := clientAs(t, ns, "ta@uni.example", clusterRole("userland-user-manager"))
+	clientAs(t, ns, "ta@uni.example", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "grant-ghost"})
+	prof := clientAs(t, ns, "prof@uni.example", clusterRole("userland-user-manager"))
+	clientAs(t, ns, "prof@uni.example", clusterRole("userland-budget-granter"))
+
+	const week = "2026-11-23T00:00:00Z="
+	path := "metadata.annotations[" + v1alpha1.AnnotationBudgetGrant + "]"
+	err := patchUserland(ctx, ta, ns, left.Name, func(ul *v1alpha1.Userland) { ul.Annotations[v1alpha1.AnnotationBudgetGrant] = week + "5;ta@uni.example" })
+	var status apierrors.APIStatus
+	refused := false
+	if apierrors.IsInvalid(err) && errors.As(err, &status) {
+		for _, c := range status.Status().Details.Causes {
+			refused = refused || (c.Field == path && strings.Contains(c.Message, "may not grant userlands.userland.dev "+left.Name))
+		}
+	}
+	if !refused {
+		t.Errorf("grant on the deleted course's name granting its former student's environment: %v; want Invalid at %s asking for grant on the Userland", err, path)
+	}
+	if err := patchUserland(ctx, prof, ns, left.Name, func(ul *v1alpha1.Userland) { ul.Annotations[v1alpha1.AnnotationBudgetGrant] = week + "1;prof@uni.example" }); err != nil {
+		t.Errorf("grant on the Userland (its template's budget governs it): %v", err)
 	}
 }

@@ -240,11 +240,15 @@ func (v *UserlandValidator) ValidateDelete(ctx context.Context, ul *v1alpha1.Use
 		return nil, nil
 	}
 	who := access.FromUserInfo(req.UserInfo)
-	ok, err := v.mayGrantOrEnroll(ctx, who, ul)
+	grant, err := v.grantAction(ctx, ul)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := v.mayGrantOrEnroll(ctx, who, ul, grant)
 	if err != nil || ok {
 		return nil, err
 	}
 	return nil, apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource("userlands").GroupResource(), ul.Name, fmt.Errorf(
 		"it has used compute hours this budget period, and it would be made again with none used: deleting it is granting hours, "+
-			"which takes RBAC's verb %q (%s may not %s)", v1alpha1.VerbGrant, who.User, grantAction(ul)))
+			"which takes RBAC's verb %q (%s may not %s)", v1alpha1.VerbGrant, who.User, grant))
 }

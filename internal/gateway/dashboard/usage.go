@@ -16,12 +16,12 @@ import (
 	"github.com/userland-dev/userland/internal/access"
 	"github.com/userland-dev/userland/internal/actions"
 	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/budgetsource"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
 	"github.com/userland-dev/userland/internal/gateway/session"
-	"github.com/userland-dev/userland/internal/templates"
 )
 
 // withUsage adds ul's budget use at now to its row: computed on read from
@@ -62,28 +62,6 @@ func (d *Dashboard) courses(ctx context.Context) course.CourseLookup {
 	})
 }
 
-// governingCourse is the Course that made ul and governs it, nil when
-// none does (no label, a deleted course, a namesake made later): then ul
-// is outside a course, its budget its template's.
-func (d *Dashboard) governingCourse(ctx context.Context, ul *v1alpha1.Userland) *v1alpha1.Course {
-	name := ul.Labels[v1alpha1.LabelCourse]
-	if name == "" {
-		return nil
-	}
-	var c v1alpha1.Course
-	if err := d.Reader.Get(ctx, types.NamespacedName{Namespace: ul.Namespace, Name: name}, &c); err != nil || !course.Provisioned(&c, ul) {
-		return nil
-	}
-	return &c
-}
-
-// userlandGrant is the permission behind the admin page's "Grant hours"
-// for an environment outside a course: RBAC's grant on that Userland,
-// which the webhook asks again of the gateway that writes it.
-func userlandGrant(ul *v1alpha1.Userland) access.Action {
-	return access.Action{Verb: v1alpha1.VerbGrant, Group: v1alpha1.GroupVersion.Group, Resource: "userlands", Namespace: ul.Namespace, Name: ul.Name}
-}
-
 // grantableHere says whether the admin page offers id "Grant hours" on
 // ul: one outside a course (a course's students are granted on its page,
 // by the course's grant verb) that RBAC lets id grant. It asks once per
@@ -93,17 +71,19 @@ func userlandGrant(ul *v1alpha1.Userland) access.Action {
 func (d *Dashboard) grantableHere(ctx context.Context, id session.Identity) func(ul *v1alpha1.Userland) bool {
 	anyIn := map[string]bool{}
 	return func(ul *v1alpha1.Userland) bool {
-		if d.governingCourse(ctx, ul) != nil {
+		src, err := budgetsource.Of(ctx, d.Reader, ul)
+		if err != nil || src.Spec == nil || src.Course != nil {
 			return false
 		}
+		act := src.GrantAction(ul)
 		may, asked := anyIn[ul.Namespace]
 		if !asked {
-			whole := userlandGrant(ul)
+			whole := act
 			whole.Name = ""
 			may = d.Access.Require(ctx, d.rbacSubject(id), whole) == nil
 			anyIn[ul.Namespace] = may
 		}
-		return may || d.Access.Require(ctx, d.rbacSubject(id), userlandGrant(ul)) == nil
+		return may || d.Access.Require(ctx, d.rbacSubject(id), act) == nil
 	}
 }
 
@@ -115,10 +95,16 @@ func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.Na
 	if ul == nil {
 		return "", errForbidden
 	}
-	if c := d.governingCourse(ctx, ul); c != nil {
-		return "", fmt.Errorf("%s belongs to course %s, so grant hours on the course's page", describe.Title(ul), c.Name)
+	src, err := budgetsource.Of(ctx, d.Reader, ul)
+	switch {
+	case err != nil:
+		return "", errors.New("the environment's budget could not be read, so nothing was changed; try again in a minute")
+	case src.Course != nil:
+		return "", fmt.Errorf("%s belongs to course %s, so grant hours on the course's page", describe.Title(ul), src.Course.Name)
+	case src.Spec == nil:
+		return "", fmt.Errorf("no compute-hour budget governs %s, so there are no hours to grant", describe.Title(ul))
 	}
-	if err := d.Access.Require(ctx, d.rbacSubject(id), userlandGrant(ul)); err != nil {
+	if err := d.Access.Require(ctx, d.rbacSubject(id), src.GrantAction(ul)); err != nil {
 		var denied *access.Denied
 		if errors.As(err, &denied) {
 			// No ": " in the words: plainError shows what follows the last.
@@ -131,11 +117,7 @@ func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.Na
 	if err != nil || hours < 1 || hours > maxGrantForm {
 		return "", fmt.Errorf("hours must be a whole number from 1 to %d", maxGrantForm)
 	}
-	t, err := templates.Resolve(ctx, d.Reader, ul)
-	if err != nil {
-		return "", fmt.Errorf("finding the template of %s: %w", key, err)
-	}
-	if err := actions.Grant(ctx, d.Live, d.Writer, ul, nil, t.Spec, hours, id.User, d.now(), client.FieldOwner("userland-dashboard")); err != nil {
+	if err := actions.Grant(ctx, d.Live, d.Writer, ul, nil, src.Template, hours, id.User, d.now(), client.FieldOwner("userland-dashboard")); err != nil {
 		return "", fmt.Errorf("granting hours to %s: %w", key, err)
 	}
 	return fmt.Sprintf("Granted %s %d more hours this period on %s.", ul.Spec.User, hours, describe.Title(ul)), nil
