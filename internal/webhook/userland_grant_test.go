@@ -160,7 +160,9 @@ func TestAGrantUnderADeletedCoursesLabelTakesTheUserlands(t *testing.T) {
 
 	const week = "2026-11-23T00:00:00Z="
 	path := "metadata.annotations[" + v1alpha1.AnnotationBudgetGrant + "]"
-	err := patchUserland(ctx, ta, ns, left.Name, func(ul *v1alpha1.Userland) { ul.Annotations[v1alpha1.AnnotationBudgetGrant] = week + "5;ta@uni.example" })
+	err := patchUserland(ctx, ta, ns, left.Name, func(ul *v1alpha1.Userland) {
+		ul.Annotations[v1alpha1.AnnotationBudgetGrant] = week + "5;ta@uni.example"
+	})
 	var status apierrors.APIStatus
 	refused := false
 	if apierrors.IsInvalid(err) && errors.As(err, &status) {
@@ -171,7 +173,9 @@ func TestAGrantUnderADeletedCoursesLabelTakesTheUserlands(t *testing.T) {
 	if !refused {
 		t.Errorf("grant on the deleted course's name granting its former student's environment: %v; want Invalid at %s asking for grant on the Userland", err, path)
 	}
-	if err := patchUserland(ctx, prof, ns, left.Name, func(ul *v1alpha1.Userland) { ul.Annotations[v1alpha1.AnnotationBudgetGrant] = week + "1;prof@uni.example" }); err != nil {
+	if err := patchUserland(ctx, prof, ns, left.Name, func(ul *v1alpha1.Userland) {
+		ul.Annotations[v1alpha1.AnnotationBudgetGrant] = week + "1;prof@uni.example"
+	}); err != nil {
 		t.Errorf("grant on the Userland (its template's budget governs it): %v", err)
 	}
 }
