@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+)
+
+// TestEventFiltersPassWhatAReconcileReads: the pod and Deployment updates
+// on the way to Ready that change nothing a reconcile reads (the
+// scheduler's binding, a container created but not ready, the Deployment
+// controller's condition times) do not reconcile; every change health,
+// serving, the shared policy or the budget's start time is judged by does.
+func TestEventFiltersPassWhatAReconcileReads(t *testing.T) {
+	t.Parallel()
+	now := metav1.NewTime(time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC))
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "u-abc-x", ResourceVersion: "1",
+		Labels:      map[string]string{v1alpha1.LabelUserland: "u", LabelNetworkPolicy: "p"},
+		Annotations: map[string]string{AnnotationTemplateHash: "h1"}}}
+	pod := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := pending.DeepCopy()
+		p.ResourceVersion = "2"
+		edit(p)
+		return p
+	}
+	waiting := func(reason string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "web", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}
+		}
+	}
+	podCases := map[string]struct {
+		after *corev1.Pod
+		want  bool
+	}{
+		"bound to a node": {pod(func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+		}), false},
+		"a container being created":  {pod(waiting("ContainerCreating")), false},
+		"running, not ready yet":     {pod(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), false},
+		"the image cannot be pulled": {pod(waiting(v1alpha1.ReasonImagePullBackOff)), true},
+		"ready": {pod(func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}), true},
+		"unschedulable": {pod(func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes"}}
+		}), true},
+		"being deleted":                 {pod(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), true},
+		"another template's hash":       {pod(func(p *corev1.Pod) { p.Annotations[AnnotationTemplateHash] = "h2" }), true},
+		"the shared policy's label":     {pod(func(p *corev1.Pod) { p.Labels[LabelNetworkPolicy] = "q" }), true},
+		"a restart request it inherits": {pod(func(p *corev1.Pod) { p.Annotations[v1alpha1.AnnotationRestartedAt] = "t" }), true},
+	}
+	got, want := map[string]bool{}, map[string]bool{}
+	for name, tc := range podCases {
+		got[name] = podSeenChanged.Update(event.UpdateEvent{ObjectOld: pending, ObjectNew: tc.after})
+		want[name] = tc.want
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pod updates that reconcile (-want +got):\n%s", diff)
+	}
+
+	one := int32(1)
+	created := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "u", Generation: 1, ResourceVersion: "1",
+		Annotations: map[string]string{AnnotationStartedAt: "2026-11-26T10:00:00Z"}},
+		Spec: appsv1.DeploymentSpec{Replicas: &one},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, UnavailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated", LastUpdateTime: now}}}}
+	dep := func(edit func(*appsv1.Deployment)) *appsv1.Deployment {
+		d := created.DeepCopy()
+		d.ResourceVersion = "2"
+		edit(d)
+		return d
+	}
+	later := metav1.NewTime(now.Add(time.Second))
+	depCases := map[string]struct {
+		after *appsv1.Deployment
+		want  bool
+	}{
+		"progress bookkeeping": {dep(func(d *appsv1.Deployment) {
+			d.Status.Conditions[0].LastUpdateTime, d.Status.Conditions[0].Reason = later, "NewReplicaSetAvailable"
+		}), false},
+		"available": {dep(func(d *appsv1.Deployment) {
+			d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UnavailableReplicas = 1, 1, 0
+			d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue})
+		}), true},
+		"a new spec":                {dep(func(d *appsv1.Deployment) { d.Generation = 2 }), true},
+		"the new spec observed":     {dep(func(d *appsv1.Deployment) { d.Status.ObservedGeneration = 0 }), true},
+		"the start time it records": {dep(func(d *appsv1.Deployment) { d.Annotations[AnnotationStartedAt] = "2026-11-26T11:00:00Z" }), true},
+		"an owner taken away":       {dep(func(d *appsv1.Deployment) { d.OwnerReferences = []metav1.OwnerReference{{UID: "x"}} }), true},
+		"being deleted":             {dep(func(d *appsv1.Deployment) { d.DeletionTimestamp = &later }), true},
+	}
+	got, want = map[string]bool{}, map[string]bool{}
+	for name, tc := range depCases {
+		got[name] = deploymentSeenChanged.Update(event.UpdateEvent{ObjectOld: created, ObjectNew: tc.after})
+		want[name] = tc.want
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Deployment updates that reconcile (-want +got):\n%s", diff)
+	}
+}
