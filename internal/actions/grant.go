@@ -63,6 +63,25 @@ func GrantPatch(ul *v1alpha1.Userland, c *v1alpha1.Course, tmpl *v1alpha1.Templa
 // the caller checked this one, not its successor.
 func Grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha1.Userland, c *v1alpha1.Course, tmpl *v1alpha1.TemplateSpec,
 	hours int64, by string, now time.Time, opts ...client.PatchOption) error {
+	return grant(ctx, live, w, ul, c, tmpl, hours, by, now, nil, opts...)
+}
+
+// ErrGrantChanged refuses a form's grant when the environment's grant is
+// no longer the one the page showed.
+var ErrGrantChanged = errors.New("hours were granted on it since the page was shown, so nothing was changed; reload the page to see them, and grant again if still needed")
+
+// GrantIfUnchanged is Grant for a form: seen is the grant annotation the
+// page showed (empty for none), and the grant is added only while it is
+// still that, else ErrGrantChanged. A second press of the same form (a
+// double click, a resubmission) or a colleague's grant meanwhile is then
+// not added on top unseen; kubectl, which shows nothing first, uses Grant.
+func GrantIfUnchanged(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha1.Userland, c *v1alpha1.Course, tmpl *v1alpha1.TemplateSpec,
+	hours int64, by string, now time.Time, seen string, opts ...client.PatchOption) error {
+	return grant(ctx, live, w, ul, c, tmpl, hours, by, now, &seen, opts...)
+}
+
+func grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha1.Userland, c *v1alpha1.Course, tmpl *v1alpha1.TemplateSpec,
+	hours int64, by string, now time.Time, seen *string, opts ...client.PatchOption) error {
 	current := ul
 	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		if current == nil {
@@ -74,6 +93,9 @@ func Grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha
 				return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("userlands").GroupResource(), ul.Name)
 			}
 			current = fresh
+		}
+		if seen != nil && current.Annotations[v1alpha1.AnnotationBudgetGrant] != *seen {
+			return ErrGrantChanged
 		}
 		patch, err := GrantPatch(current, c, tmpl, hours, by, now)
 		if err != nil {

@@ -2,8 +2,10 @@ package gateway_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -104,13 +106,54 @@ func TestGrantOutsideACourseOnTheAdminPage(t *testing.T) {
 	if !strings.Contains(body, "used of 3h") {
 		t.Errorf("the admin page does not show the granted hours:\n%s", body)
 	}
+
+	// The same form sent again (a double click, a resubmission: it says
+	// the page showed no grant) is not added on top of the first.
+	if loc := postAdminGrant(t, f, root, token, "alice-metered", "2"); !strings.Contains(loc, "error=") || !strings.Contains(loc, "since+the+page+was+shown") {
+		t.Errorf("the same grant form sent twice went to %q, want an error saying hours were granted since the page was shown", loc)
+	}
+	if ul, _ := getUserland(ctx, f.ns, "alice-metered"); mustGrant(t, ul).Hours != 2 {
+		t.Errorf("after the second press the grant is %q, want still 2 hours", ul.Annotations[v1alpha1.AnnotationBudgetGrant])
+	}
+	// The form of the page as it is now adds to what it shows.
+	seen := grantedField.FindStringSubmatch(body)
+	if seen == nil || seen[1] == "" {
+		t.Fatalf("the admin page's grant form does not carry the grant it shows:\n%s", body)
+	}
+	if loc := postAdminGrantSeen(t, f, root, formToken.FindStringSubmatch(body)[1], "alice-metered", "1", html.UnescapeString(seen[1])); !strings.Contains(loc, "flash=") {
+		t.Fatalf("a grant from the page as it is went to %q, want a flash", loc)
+	}
+	if ul, _ := getUserland(ctx, f.ns, "alice-metered"); mustGrant(t, ul).Hours != 3 {
+		t.Errorf("after a grant of 1 more hour the grant is %q, want 3 hours", ul.Annotations[v1alpha1.AnnotationBudgetGrant])
+	}
+}
+
+// grantedField is a grant form's record of the grant its page showed.
+var grantedField = regexp.MustCompile(`name="granted" value="([^"]*)"`)
+
+func ulGrant(ul *v1alpha1.Userland) string { return ul.Annotations[v1alpha1.AnnotationBudgetGrant] }
+
+func mustGrant(t *testing.T, ul *v1alpha1.Userland) budget.Grant {
+	t.Helper()
+	g, err := budget.ParseGrant(ulGrant(ul))
+	if err != nil {
+		t.Fatalf("the grant annotation %q: %v", ulGrant(ul), err)
+	}
+	return g
 }
 
 // postAdminGrant posts the admin page's grant form and returns where the
 // gateway redirected.
 func postAdminGrant(t *testing.T, f fixture, c *http.Client, token, name, hours string) string {
 	t.Helper()
-	form := url.Values{"csrf": {token}, "rd": {"/dashboard/admin"}, "namespace": {f.ns}, "name": {name}, "action": {"grant"}, "hours": {hours}}
+	return postAdminGrantSeen(t, f, c, token, name, hours, "")
+}
+
+// postAdminGrantSeen is postAdminGrant from a page that showed the grant
+// seen.
+func postAdminGrantSeen(t *testing.T, f fixture, c *http.Client, token, name, hours, seen string) string {
+	t.Helper()
+	form := url.Values{"csrf": {token}, "rd": {"/dashboard/admin"}, "namespace": {f.ns}, "name": {name}, "action": {"grant"}, "hours": {hours}, "granted": {seen}}
 	req, _ := http.NewRequest(http.MethodPost, f.gateway.URL+"/dashboard/action", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := c.Do(req)

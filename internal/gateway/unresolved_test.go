@@ -7,7 +7,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway"
 	"github.com/userland-dev/userland/internal/gateway/proxy"
 )
@@ -40,10 +46,11 @@ func TestReadyWithoutAnAddressYetAsksToWait(t *testing.T) {
 	t.Parallel()
 	lag := &laggingResolver{}
 	lag.err.Store(&gateway.ErrNoReadyEndpoint)
+	gwClock := clocktesting.NewFakePassiveClock(time.Now())
 	f := setupWith(t, func(o *gateway.Options) {
 		lag.next = o.Resolver
 		o.Resolver = lag
-	}, nil)
+	}, func(s *gateway.Server) { s.Clock = gwClock })
 	alice := browser(t)
 	signIn(t, alice, f.gateway.URL, "alice", "alice-pw")
 	envURL := f.gateway.URL + "/u/" + f.ns + "/alice/"
@@ -72,6 +79,24 @@ func TestReadyWithoutAnAddressYetAsksToWait(t *testing.T) {
 	resp, body = get(t, alice, envURL, navigate)
 	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, "refresh") {
 		t.Errorf("two ready pods: %s, want a 502 that does not reload\n%s", resp.Status, body)
+	}
+
+	// Ready for minutes and still no address: not late, missing. The
+	// page says so rather than reloading for ever.
+	lag.err.Store(&gateway.ErrNoReadyEndpoint)
+	ul, err := getUserland(context.Background(), f.ns, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Fatalf("alice's Ready condition: %+v", ready)
+	}
+	// The gateway's clock, three minutes after the controller's stamp.
+	gwClock.SetTime(ready.LastTransitionTime.Add(3 * time.Minute))
+	resp, body = get(t, alice, envURL, navigate)
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, "refresh") {
+		t.Errorf("no address three minutes after Ready: %s, want a 502 that does not reload\n%s", resp.Status, body)
 	}
 	t.Logf("resolver asked %d times", lag.calls.Load())
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -197,6 +199,11 @@ func (s *Server) dashboardURL() string {
 	return s.PublicURL.JoinPath("/").String()
 }
 
+// unresolvedPatience is how long after an environment turned Ready a
+// missing address is still "starting": the slice follows in well under a
+// second, and seconds on a loaded node.
+const unresolvedPatience = 2 * time.Minute
+
 // unresolved answers a request for a Ready environment whose address err
 // says cannot be had. The controller may call an environment Ready from its
 // pod a moment before Kubernetes' EndpointSlice controller lists that pod
@@ -206,11 +213,21 @@ func (s *Server) dashboardURL() string {
 // that followed, with nobody let in, stopped it again). So a missing
 // address is "starting": a page load gets the progress page, which reloads
 // and is held again, and anything else a 503 to retry. Only an address that
-// cannot be trusted (several ready pods) is a 502.
+// cannot be trusted (several ready pods), or one missing for minutes
+// after the environment turned Ready (unresolvedPatience), is a 502.
 func (s *Server) unresolved(w http.ResponseWriter, r *http.Request, ul *v1alpha1.Userland, err error) {
 	log := ctrl.LoggerFrom(r.Context()).WithValues("namespace", ul.Namespace, "name", ul.Name)
 	if !errors.Is(err, ErrNoReadyEndpoint) {
 		log.Error(err, "no address for an environment")
+		pages.Error(w, r, http.StatusBadGateway, "environment address unknown")
+		return
+	}
+	if ready := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady); ready != nil && ready.Status == metav1.ConditionTrue &&
+		s.now().Sub(ready.LastTransitionTime.Time) > unresolvedPatience {
+		// Ready for minutes with no address: the slice is not merely late
+		// (the Service replaced, the EndpointSlice controller down), and a
+		// page that reloads forever would hide it.
+		log.Error(err, "a Ready environment has had no ready address for minutes", "readySince", ready.LastTransitionTime.Time)
 		pages.Error(w, r, http.StatusBadGateway, "environment address unknown")
 		return
 	}

@@ -52,7 +52,7 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, id session.Id
 	case "keep-running":
 		flash, err = d.keepRunning(ctx, id, key)
 	case "grant":
-		flash, err = d.grant(ctx, id, key, r.PostFormValue("hours"))
+		flash, err = d.grant(ctx, id, key, r.PostFormValue("hours"), r.PostFormValue("granted"))
 	default:
 		err = fmt.Errorf("unknown action %q", verb)
 	}

@@ -58,6 +58,10 @@ type Row struct {
 	// outside a course whose budget RBAC lets the viewer grant
 	// (grantableHere).
 	CanGrant bool
+	// Granted is the grant annotation as the page shows it: its grant
+	// form sends it back, and a grant is added only while it is unchanged
+	// (actions.GrantIfUnchanged).
+	Granted string
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {

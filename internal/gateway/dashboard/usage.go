@@ -33,6 +33,7 @@ func withUsage(row Row, ul *v1alpha1.Userland, sharing course.BudgetSharing, now
 		others := sharing.Of(ul)
 		p := budget.Pool(u, others, now)
 		row.Budgeted = true
+		row.Granted = ul.Annotations[v1alpha1.AnnotationBudgetGrant]
 		row.Usage = describe.Usage(u, others, now)
 		row.UsedSeconds = p.Used
 		row.RemainingSeconds = max(0, p.Remaining)
@@ -90,7 +91,7 @@ func (d *Dashboard) grantableHere(ctx context.Context, id session.Identity) func
 // grant grants hours to one environment outside a course that id may
 // reach and RBAC lets id grant, recorded as id; the controller records
 // the event. One id cannot reach looks like none at all.
-func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.NamespacedName, form string) (string, error) {
+func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.NamespacedName, form, seen string) (string, error) {
 	ul, _ := d.Policy.Check(ctx, d.Reader, id, key)
 	if ul == nil {
 		return "", errForbidden
@@ -117,7 +118,7 @@ func (d *Dashboard) grant(ctx context.Context, id session.Identity, key types.Na
 	if err != nil || hours < 1 || hours > maxGrantForm {
 		return "", fmt.Errorf("hours must be a whole number from 1 to %d", maxGrantForm)
 	}
-	if err := actions.Grant(ctx, d.Live, d.Writer, ul, nil, src.Template, hours, id.User, d.now(), client.FieldOwner("userland-dashboard")); err != nil {
+	if err := actions.GrantIfUnchanged(ctx, d.Live, d.Writer, ul, nil, src.Template, hours, id.User, d.now(), seen, client.FieldOwner("userland-dashboard")); err != nil {
 		return "", fmt.Errorf("granting hours to %s: %w", key, err)
 	}
 	return fmt.Sprintf("Granted %s %d more hours this period on %s.", ul.Spec.User, hours, describe.Title(ul)), nil
@@ -155,7 +156,7 @@ func (d *Dashboard) courseGrant(w http.ResponseWriter, r *http.Request, id sessi
 		gwpages.Error(w, r, http.StatusNotFound, "no such student environment in this course")
 		return
 	}
-	if err := actions.Grant(ctx, d.Live, d.Writer, &ul, c, nil, hours, id.User, d.now(), client.FieldOwner("userland-dashboard")); err != nil {
+	if err := actions.GrantIfUnchanged(ctx, d.Live, d.Writer, &ul, c, nil, hours, id.User, d.now(), r.PostFormValue("granted"), client.FieldOwner("userland-dashboard")); err != nil {
 		http.Redirect(w, r, auth.SafeReturnPath(back+"&error="+urlQueryEscape(plainError(err))), http.StatusSeeOther)
 		return
 	}
