@@ -129,3 +129,27 @@ func TestAdversaryTodayGrantReplayAddsAgain(t *testing.T) {
 		t.Errorf("two posts of 5h from one cached copy granted %dh", got)
 	}
 }
+
+// TestGrantIfUnchangedCountsAFormOnce: the dashboard's forms send the
+// grant their page showed; the same form posted twice (a double click)
+// grants once, and the second post is told why.
+func TestGrantIfUnchangedCountsAFormOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	c := adversaryTodayClient(t, interceptor.Funcs{}, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "u", UID: "uid-1"}})
+	var cached v1alpha1.Userland
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "u"}, &cached); err != nil {
+		t.Fatal(err)
+	}
+	seen := cached.Annotations[v1alpha1.AnnotationBudgetGrant]
+	if err := GrantIfUnchanged(ctx, c, c, cached.DeepCopy(), nil, adversaryTodayTmpl, 5, "prof", now, seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := GrantIfUnchanged(ctx, c, c, cached.DeepCopy(), nil, adversaryTodayTmpl, 5, "prof", now, seen); !errors.Is(err, ErrGrantChanged) {
+		t.Errorf("the same form posted again: %v, want ErrGrantChanged", err)
+	}
+	if got := adversaryTodayGranted(t, c, "u", now); got != 5 {
+		t.Errorf("one form posted twice granted %dh, want 5", got)
+	}
+}
