@@ -70,6 +70,13 @@ func TestAdversaryTodayFilteredEventsStillSeeWhatMatters(t *testing.T) {
 		}
 		return false, nil
 	})
+	// The controller puts a replica back by starting the environment
+	// again, which stamps the Deployment's start time in whole seconds:
+	// a scale within the second of the last start leaves the desired
+	// Deployment, and so its applied hash, unchanged, and nothing is
+	// written (measured: 2 of 4 runs failed without this wait, with the
+	// event filters and without them). Noted in the closing note.
+	time.Sleep(1100 * time.Millisecond)
 	patch := client.MergeFrom(dep.DeepCopy())
 	dep.Spec.Replicas = ptr.To[int32](0)
 	if err := env.Client.Patch(ctx, &dep, patch); err != nil {
