@@ -27,6 +27,18 @@ func adversaryTodayClient(t *testing.T, f interceptor.Funcs, objs ...client.Obje
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(f).Build()
 }
 
+// adversaryTodayUserland is a client holding Userland ns/u (uid-1), and
+// a copy read from it, as a page or a command holds one.
+func adversaryTodayUserland(t *testing.T, f interceptor.Funcs) (client.WithWatch, *v1alpha1.Userland) {
+	t.Helper()
+	c := adversaryTodayClient(t, f, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "u", UID: "uid-1"}})
+	var read v1alpha1.Userland
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "u"}, &read); err != nil {
+		t.Fatal(err)
+	}
+	return c, &read
+}
+
 var adversaryTodayTmpl = &v1alpha1.TemplateSpec{Budget: &v1alpha1.BudgetSpec{Hours: 2, Period: v1alpha1.BudgetWeek}}
 
 func adversaryTodayGranted(t *testing.T, c client.Client, name string, now time.Time) int64 {
@@ -46,18 +58,13 @@ func adversaryTodayGranted(t *testing.T, c client.Client, name string, now time.
 func TestAdversaryTodayGrantRetryIsBounded(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "u", UID: "uid-1"}}
 	patches := 0
-	c := adversaryTodayClient(t, interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	c, stored := adversaryTodayUserland(t, interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 		patches++
 		return apierrors.NewConflict(schema.GroupResource{Group: "userland.dev", Resource: "userlands"}, obj.GetName(), errors.New("moved"))
-	}}, ul)
-	var stored v1alpha1.Userland
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(ul), &stored); err != nil {
-		t.Fatal(err)
-	}
+	}})
 	start := time.Now()
-	err := Grant(context.Background(), c, c, &stored, nil, adversaryTodayTmpl, 2, "prof", now)
+	err := Grant(context.Background(), c, c, stored, nil, adversaryTodayTmpl, 2, "prof", now)
 	if !apierrors.IsConflict(err) {
 		t.Errorf("Grant under endless conflicts: %v, want the conflict", err)
 	}
@@ -74,11 +81,7 @@ func TestAdversaryTodayGrantNeverLosesNorLeaksAcrossObjects(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	c := adversaryTodayClient(t, interceptor.Funcs{}, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "u", UID: "uid-1"}})
-	var stale v1alpha1.Userland
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "u"}, &stale); err != nil {
-		t.Fatal(err)
-	}
+	c, stale := adversaryTodayUserland(t, interceptor.Funcs{})
 	if err := Grant(ctx, c, c, stale.DeepCopy(), nil, adversaryTodayTmpl, 3, "ta", now); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +93,7 @@ func TestAdversaryTodayGrantNeverLosesNorLeaksAcrossObjects(t *testing.T) {
 	}
 
 	// A successor: the name now holds another object.
-	if err := c.Delete(ctx, &stale); err != nil {
+	if err := c.Delete(ctx, stale); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "u", UID: "uid-2"}}); err != nil {
@@ -115,11 +118,7 @@ func TestAdversaryTodayGrantReplayAddsAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	c := adversaryTodayClient(t, interceptor.Funcs{}, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "u", UID: "uid-1"}})
-	var cached v1alpha1.Userland
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "u"}, &cached); err != nil {
-		t.Fatal(err)
-	}
+	c, cached := adversaryTodayUserland(t, interceptor.Funcs{})
 	for range 2 {
 		if err := Grant(ctx, c, c, cached.DeepCopy(), nil, adversaryTodayTmpl, 5, "prof", now); err != nil {
 			t.Fatal(err)
@@ -137,11 +136,7 @@ func TestGrantIfUnchangedCountsAFormOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	c := adversaryTodayClient(t, interceptor.Funcs{}, &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "u", UID: "uid-1"}})
-	var cached v1alpha1.Userland
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "u"}, &cached); err != nil {
-		t.Fatal(err)
-	}
+	c, cached := adversaryTodayUserland(t, interceptor.Funcs{})
 	seen := cached.Annotations[v1alpha1.AnnotationBudgetGrant]
 	if err := GrantIfUnchanged(ctx, c, c, cached.DeepCopy(), nil, adversaryTodayTmpl, 5, "prof", now, seen); err != nil {
 		t.Fatal(err)

@@ -18,13 +18,19 @@ func BudgetStop(u *v1alpha1.UsageStatus) string {
 	return "the compute-hour budget for the term is used up"
 }
 
+// HeldByBudget reports whether ul is stopped because its budget is used
+// up, so that it does not start until the budget resets or grows.
+func HeldByBudget(ul *v1alpha1.Userland) bool {
+	return ul.Status.Phase == v1alpha1.PhaseStopped && ul.Status.StoppedReason == v1alpha1.StoppedBudgetExhausted
+}
+
 // BudgetHold is why ul's budget keeps it stopped, in plain words for its
 // user: when it resets and whom to ask for more; "" when it does not.
 // ofCourse says the budget is its course's (budgetsource, as the
 // controller decides), not its template's: a course's label alone does
 // not send a student to staff who cannot grant it.
 func BudgetHold(ul *v1alpha1.Userland, ofCourse bool) string {
-	if ul.Status.Phase != v1alpha1.PhaseStopped || ul.Status.StoppedReason != v1alpha1.StoppedBudgetExhausted {
+	if !HeldByBudget(ul) {
 		return ""
 	}
 	ask := "an administrator"

@@ -244,7 +244,7 @@ func (s *Server) unresolved(w http.ResponseWriter, r *http.Request, ul *v1alpha1
 // budgetHold is describe.BudgetHold for ul, with whose budget it is read
 // through the cache only when ul is held by one.
 func (s *Server) budgetHold(ctx context.Context, ul *v1alpha1.Userland) string {
-	if describe.BudgetHold(ul, false) == "" {
+	if !describe.HeldByBudget(ul) {
 		return ""
 	}
 	src, err := budgetsource.Of(ctx, s.Reader, ul)

@@ -37,14 +37,7 @@ func TestGrantAddsHoursForTheCurrentWeek(t *testing.T) {
 			t.Fatalf("grant %s: %q, %v", h, out, err)
 		}
 	}
-	var got v1alpha1.Userland
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-lab"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	g, err := budget.ParseGrant(got.Annotations[v1alpha1.AnnotationBudgetGrant])
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, g := grantOn(ctx, t, ns, "a-lab")
 	if !g.PeriodStart.Equal(budget.WeekStart(time.Now())) || g.Hours != 5 || g.By == "" {
 		t.Errorf("grant after 3 and 2 hours = %+v, want 5 hours this week by the caller", g)
 	}
@@ -52,7 +45,7 @@ func TestGrantAddsHoursForTheCurrentWeek(t *testing.T) {
 	// course status shows the budget and, from status, each one's use.
 	got.Status.Usage = &v1alpha1.UsageStatus{PeriodStart: metav1.NewTime(g.PeriodStart), PeriodEnd: &metav1.Time{Time: g.PeriodStart.AddDate(0, 0, 7)},
 		UsedSeconds: 3600, LimitSeconds: 36000, GrantedSeconds: 5 * 3600}
-	if err := env.Client.Status().Update(ctx, &got); err != nil {
+	if err := env.Client.Status().Update(ctx, got); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := kubectl(t, "-n", ns, "course", "status", "db")
@@ -90,13 +83,8 @@ func TestGrantOneEnvironmentOutsideACourse(t *testing.T) {
 	if err != nil || !strings.Contains(out, "m granted 2 more hours") {
 		t.Fatalf("grant --userland m: %q, %v", out, err)
 	}
-	var got v1alpha1.Userland
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "m"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	g, err := budget.ParseGrant(got.Annotations[v1alpha1.AnnotationBudgetGrant])
-	if err != nil || !g.PeriodStart.Equal(budget.WeekStart(time.Now())) || g.Hours != 2 || g.By == "" {
-		t.Errorf("grant = %+v (%v), want 2 hours this week by the caller", g, err)
+	if _, g := grantOn(ctx, t, ns, "m"); !g.PeriodStart.Equal(budget.WeekStart(time.Now())) || g.Hours != 2 || g.By == "" {
+		t.Errorf("grant = %+v, want 2 hours this week by the caller", g)
 	}
 	for _, tc := range []struct {
 		args []string
@@ -145,24 +133,17 @@ func TestGrantSurvivesTheControllersStatusWrite(t *testing.T) {
 	if err := actions.Grant(ctx, env.Client, env.Client, stale.DeepCopy(), nil, &tmpl.Spec, 3, "root", time.Now()); err != nil {
 		t.Fatalf("a grant from a read the status write overtook: %v", err)
 	}
-	var got v1alpha1.Userland
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a-lab"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	g, err := budget.ParseGrant(got.Annotations[v1alpha1.AnnotationBudgetGrant])
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, g := grantOn(ctx, t, ns, "a-lab")
 	if g.Hours != 5 || g.By != "root" {
 		t.Errorf("grant after 2 and then 3 hours from a stale read = %+v, want 5 hours, last by root", g)
 	}
 
 	// The name deleted and made again: the checked object is gone.
-	if err := env.Client.Delete(ctx, &got); err != nil {
+	if err := env.Client.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, testobj.MakeUserland(ns, "a-lab", "b@uni.example", "lab").Obj())
-	err = actions.Grant(ctx, env.Client, env.Client, got.DeepCopy(), nil, &tmpl.Spec, 1, "root", time.Now())
+	err := actions.Grant(ctx, env.Client, env.Client, got.DeepCopy(), nil, &tmpl.Spec, 1, "root", time.Now())
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("a grant for the deleted environment on its successor: %v, want NotFound", err)
 	}
@@ -173,4 +154,19 @@ func TestGrantSurvivesTheControllersStatusWrite(t *testing.T) {
 	if v, ok := successor.Annotations[v1alpha1.AnnotationBudgetGrant]; ok {
 		t.Errorf("the successor was granted %q", v)
 	}
+}
+
+// grantOn reads Userland ns/name from the API server and the grant it
+// records.
+func grantOn(ctx context.Context, t *testing.T, ns, name string) (*v1alpha1.Userland, budget.Grant) {
+	t.Helper()
+	var got v1alpha1.Userland
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &got); err != nil {
+		t.Fatal(err)
+	}
+	g, err := budget.ParseGrant(got.Annotations[v1alpha1.AnnotationBudgetGrant])
+	if err != nil {
+		t.Fatalf("the grant on %s/%s: %v", ns, name, err)
+	}
+	return &got, g
 }

@@ -6,6 +6,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -25,6 +29,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -33,14 +39,19 @@ import (
 	"github.com/userland-dev/userland/internal/testobj"
 )
 
-// pullerPulls: the image puller really pulls. The test serves an OCI
+// pullerPulls: the image puller really pulls, from a private registry,
+// with the credentials the template names. The test serves an OCI
 // registry of its own inside the node's network namespace (plain HTTP,
-// trusted by the node's containerd alone) holding one small image that
-// containerd has not got; a course whose session's warm-up is open names
-// it in its template. Once the course reports its images on the node,
-// containerd has the image, the registry served its manifest and every
-// blob, and no pod but the course's puller ever named it: the image came
-// before any environment of the course.
+// trusted by the node's containerd alone) that answers nothing without a
+// user name and password (HTTP Basic, as a private registry's token
+// endpoint or a mirror's would), holding one small image that containerd
+// has not got; a course whose session's warm-up is open names it in its
+// template, and the template lists an imagePullSecret of type
+// kubernetes.io/dockerconfigjson holding those credentials. Once the
+// course reports its images on the node, containerd has the image, the
+// registry served its manifest and every blob to the credentials and
+// refused the attempts without them, and no pod but the course's puller
+// ever named it: the image came before any environment of the course.
 func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string) {
 	t.Helper()
 	c := n.Cluster.Client
@@ -52,7 +63,11 @@ func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string)
 		return
 	}
 
-	reg := &servingRegistry{handler: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	reg := &servingRegistry{
+		handler:  registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		user:     "course-puller",
+		password: rand.Text(),
+	}
 	l, err := n.Listen("tcp", realnode.NodeIP+":0")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +97,18 @@ func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string)
 		t.Fatalf("the node's containerd has %s before any pull: %v", ref, have)
 	}
 
+	// The registry is private: the manifest is refused to anyone without
+	// the credentials, so a pull below can only have used them.
+	if code := anonymousGet(ctx, t, n, "http://"+host+"/v2/userland-test/pullme/manifests/"+tag); code != http.StatusUnauthorized {
+		t.Fatalf("the test's registry answered an anonymous manifest request with %d, want 401", code)
+	}
+	pullSecret := dockerConfigSecret(ns, "registry-credentials", host, reg.user, reg.password)
+	if err := c.Create(ctx, pullSecret); err != nil {
+		t.Fatal(err)
+	}
+
 	tmpl := testobj.MakeTemplate(ns, "pullme").Image(ref).Obj()
+	tmpl.Spec.PodTemplate.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret.Name}}
 	createAdmitted(ctx, t, c, tmpl, "a template of the registry's image", time.Minute)
 	course := testobj.MakeCourse(ns, "pull").Term(now.Add(-time.Hour), now.Add(30*24*time.Hour)).
 		Students("dave").Template("pullme", v1alpha1.ProvisionOnSignIn).
@@ -139,6 +165,11 @@ func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string)
 		}
 	}
 	t.Logf("the registry served, for the pull: %s", strings.Join(served, "; "))
+	// containerd asks without credentials first, is told to bring them
+	// (401 with a Basic challenge), and the blobs above came to them.
+	if !slices.ContainsFunc(served, func(s string) bool { return strings.HasSuffix(s, " 401") }) {
+		t.Errorf("the registry refused nothing, so the pull is not shown to have needed the credentials: %v", served)
+	}
 
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
@@ -169,6 +200,69 @@ func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string)
 	}
 	if pullers != 1 {
 		t.Errorf("%d puller containers name %s, want 1", pullers, ref)
+	}
+	pulledImageStaysPrivate(ctx, t, n, ns+"-outsider", ref, reg)
+}
+
+// pulledImageStaysPrivate: what the puller pulled with a course's
+// credentials is not thereby anyone's. A pod of another namespace, with
+// no pull secret, names the image that is now on the node, with
+// imagePullPolicy IfNotPresent; the kubelet (KubeletEnsureSecretPulledImages,
+// on by default since Kubernetes 1.35) asks the registry again, without
+// credentials, is refused, and never starts it.
+func pulledImageStaysPrivate(ctx context.Context, t *testing.T, n *realnode.Node, ns, ref string, reg *servingRegistry) {
+	t.Helper()
+	c := n.Cluster.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	before := len(reg.requests())
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "borrow"},
+		Spec: corev1.PodSpec{
+			NodeName:                      realnode.NodeName,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{
+				Name: "borrow", Image: ref, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"/userland-test/pullme"},
+				// Pod Security's restricted level, wherever it is enforced.
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot:             ptr.To(true),
+					RunAsUser:                ptr.To[int64](65534),
+					AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+			}},
+		},
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var live corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), &live); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range live.Status.ContainerStatuses {
+			switch w := st.State.Waiting; {
+			case w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff"):
+				t.Logf("a pod of another namespace without the pull secret was refused %s: %s: %s; the registry then saw: %s",
+					ref, w.Reason, w.Message, strings.Join(reg.requests()[before:], "; "))
+				return
+			case w != nil && w.Reason == "ContainerCreating", w != nil && w.Reason == "":
+			default:
+				// Any other state means the kubelet used the image
+				// without asking the registry for this pod.
+				t.Fatalf("a pod of another namespace without the pull secret got past the pull of the private image %s: %+v", ref, st.State)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a pod of another namespace naming %s has no pull verdict after 2 minutes: %+v", ref, live.Status)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
@@ -277,16 +371,26 @@ func pushImage(h http.Handler, repo, tag string, img v1.Image) error {
 }
 
 // servingRegistry is an in-memory OCI registry that remembers each
-// request it answered, as "METHOD path status".
+// request it answered, as "METHOD path status". With a user set, it is
+// private: a request without that user's password is refused with 401
+// and a Basic challenge, as the distribution spec's authentication does.
 type servingRegistry struct {
-	handler http.Handler
-	mu      sync.Mutex
-	served  []string
+	handler        http.Handler
+	user, password string
+	mu             sync.Mutex
+	served         []string
 }
 
 func (r *servingRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	r.handler.ServeHTTP(sw, req)
+	if user, password, ok := req.BasicAuth(); r.user != "" && (!ok ||
+		subtle.ConstantTimeCompare([]byte(user), []byte(r.user)) != 1 ||
+		subtle.ConstantTimeCompare([]byte(password), []byte(r.password)) != 1) {
+		sw.Header().Set("WWW-Authenticate", `Basic realm="userland-test"`)
+		http.Error(sw, "authentication required", http.StatusUnauthorized)
+	} else {
+		r.handler.ServeHTTP(sw, req)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.served = append(r.served, fmt.Sprintf("%s %s %d", req.Method, req.URL.Path, sw.status))
@@ -296,6 +400,37 @@ func (r *servingRegistry) requests() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.served)
+}
+
+// dockerConfigSecret is an image pull secret for one registry, in the
+// format kubectl create secret docker-registry writes.
+func dockerConfigSecret(ns, name, host, user, password string) *corev1.Secret {
+	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{
+		host: map[string]string{"username": user, "password": password, "auth": auth},
+	}})
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: cfg},
+	}
+}
+
+// anonymousGet is the status of a GET without credentials, from inside
+// the node's network namespace.
+func anonymousGet(ctx context.Context, t *testing.T, n *realnode.Node, url string) int {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: n.DialContext}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 // statusWriter remembers the status a handler wrote.

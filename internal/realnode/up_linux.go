@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,9 @@ import (
 
 // up brings the node up step by step; Start tears down on error.
 func (n *Node) up(ctx context.Context) error {
+	if err := checkDisk(filepath.Dir(filepath.Clean(n.StateDir))); err != nil {
+		return err
+	}
 	for _, d := range []string{"logs", "pki", "ns", "run", "varlib", "varlog", "cni/net.d", "cni/ipam", "containerd", "kubelet", "pod-logs", "cluster", "kubeconfigs", corednsDir} {
 		if err := os.MkdirAll(n.path(d), 0o700); err != nil {
 			return err
@@ -293,4 +297,14 @@ func (n *Node) launch(name, bin string, args ...string) error {
 	}
 	n.processes = append(n.processes, p)
 	return nil
+}
+
+// checkDisk refuses to start a node on a filesystem too full to hold a
+// run (diskShortfall).
+func checkDisk(dir string) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("reading the free space under %s: %w", dir, err)
+	}
+	return diskShortfall(dir, st.Blocks*uint64(st.Bsize), st.Bavail*uint64(st.Bsize))
 }

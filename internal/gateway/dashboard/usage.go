@@ -151,9 +151,10 @@ func (d *Dashboard) courseGrant(w http.ResponseWriter, r *http.Request, id sessi
 	}
 	var ul v1alpha1.Userland
 	key := types.NamespacedName{Namespace: c.Namespace, Name: r.PostFormValue("userland")}
-	if err := d.Reader.Get(ctx, key, &ul); err != nil || ul.Labels[v1alpha1.LabelCourse] != c.Name ||
-		!course.Provisioned(c, &ul) || course.RoleOf(c, &ul) != course.Student {
-		gwpages.Error(w, r, http.StatusNotFound, "no such student environment in this course")
+	// Only an environment this course's budget governs takes a grant on
+	// the course; anything else is not this page's to grant.
+	if err := d.Reader.Get(ctx, key, &ul); err != nil || !course.BudgetGoverns(c, &ul) {
+		gwpages.Error(w, r, http.StatusNotFound, "no such student environment under this course's budget")
 		return
 	}
 	if err := actions.GrantIfUnchanged(ctx, d.Live, d.Writer, &ul, c, nil, hours, id.User, d.now(), r.PostFormValue("granted"), client.FieldOwner("userland-dashboard")); err != nil {
