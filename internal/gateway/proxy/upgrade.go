@@ -153,18 +153,26 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 	filterResponse(header, req.CookiePath)
 	header.Set("Connection", "Upgrade")
 	header.Set("Upgrade", resp.Header.Get("Upgrade"))
-	if _, err := fmt.Fprintf(clientBuf, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols)); err != nil {
-		return fmt.Errorf("writing the 101 answer: %w", err)
-	}
-	if err := header.Write(clientBuf); err != nil {
-		return fmt.Errorf("writing the 101 answer: %w", err)
-	}
-	if _, err := clientBuf.WriteString("\r\n"); err != nil {
-		return fmt.Errorf("writing the 101 answer: %w", err)
-	}
 	var server *wsframe.Reader
 	if strings.EqualFold(resp.Header.Get("Upgrade"), "websocket") {
 		server = &wsframe.Reader{}
+	}
+	t := &tunnel{a: client, b: upstream, done: req.Done, ended: make(chan struct{}), server: server}
+	if server != nil {
+		// Tracked before the client can see the 101 or a frame the
+		// environment sent behind it: a shutdown from the moment the
+		// client could use the WebSocket finds it and says going away.
+		p.webSockets.add(t)
+		t.untrack = func() { p.webSockets.remove(t) }
+	}
+	if _, err := fmt.Fprintf(clientBuf, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols)); err != nil {
+		return t.abandon(fmt.Errorf("writing the 101 answer: %w", err))
+	}
+	if err := header.Write(clientBuf); err != nil {
+		return t.abandon(fmt.Errorf("writing the 101 answer: %w", err))
+	}
+	if _, err := clientBuf.WriteString("\r\n"); err != nil {
+		return t.abandon(fmt.Errorf("writing the 101 answer: %w", err))
 	}
 	// Frames the environment sent right behind its answer.
 	if n := upReader.Buffered(); n > 0 {
@@ -173,11 +181,11 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 			_ = server.Feed(early)
 		}
 		if _, err := clientBuf.Write(early); err != nil {
-			return fmt.Errorf("forwarding early frames: %w", err)
+			return t.abandon(fmt.Errorf("forwarding early frames: %w", err))
 		}
 	}
 	if err := clientBuf.Flush(); err != nil {
-		return fmt.Errorf("writing the 101 answer: %w", err)
+		return t.abandon(fmt.Errorf("writing the 101 answer: %w", err))
 	}
 	observe := clientActivity(resp.Header.Get("Upgrade"), req)
 	// Frames the client sent right behind its request.
@@ -185,16 +193,13 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 		early, _ := clientBuf.Peek(n)
 		observe(early)
 		if _, err := upstream.Write(early); err != nil {
-			return fmt.Errorf("forwarding early frames: %w", err)
+			return t.abandon(fmt.Errorf("forwarding early frames: %w", err))
 		}
 	}
 	// Both bufio readers are dropped here; the tunnel reads the sockets.
-	t := &tunnel{a: client, b: upstream, done: req.Done, ended: make(chan struct{}), server: server}
 	var fromServer func([]byte)
 	if server != nil {
 		fromServer = func(b []byte) { _ = server.Feed(b) }
-		p.webSockets.add(t)
-		t.untrack = func() { p.webSockets.remove(t) }
 	}
 	go t.pump(client, upstream, observe, false)
 	go t.pump(upstream, client, fromServer, true)
@@ -259,6 +264,17 @@ type tunnel struct {
 	graceUsed bool
 	ended     chan struct{}
 	untrack   func()
+}
+
+// abandon undoes the tracking of a tunnel whose switch failed before it
+// ran (the caller closes the connections and reports the request's end),
+// so that a shutdown does not wait for it.
+func (t *tunnel) abandon(err error) error {
+	if t.untrack != nil {
+		t.untrack()
+	}
+	close(t.ended)
+	return err
 }
 
 func (t *tunnel) close() {
