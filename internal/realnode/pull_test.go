@@ -102,6 +102,7 @@ func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string)
 	if code := anonymousGet(ctx, t, n, "http://"+host+"/v2/userland-test/pullme/manifests/"+tag); code != http.StatusUnauthorized {
 		t.Fatalf("the test's registry answered an anonymous manifest request with %d, want 401", code)
 	}
+	probed := len(reg.requests())
 	pullSecret := dockerConfigSecret(ns, "registry-credentials", host, reg.user, reg.password)
 	if err := c.Create(ctx, pullSecret); err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string)
 		t.Fatal(err)
 	}
 	repo := "/v2/userland-test/pullme/"
-	served := reg.requests()
+	served := reg.requests()[probed:]
 	if !slices.Contains(served, "GET "+repo+"manifests/"+digest.String()+" 200") && !slices.Contains(served, "GET "+repo+"manifests/"+tag+" 200") {
 		t.Errorf("the registry did not serve the manifest %s: %v", digest, served)
 	}
@@ -167,8 +168,8 @@ func pullerPulls(ctx context.Context, t *testing.T, n *realnode.Node, ns string)
 	t.Logf("the registry served, for the pull: %s", strings.Join(served, "; "))
 	// containerd asks without credentials first, is told to bring them
 	// (401 with a Basic challenge), and the blobs above came to them.
-	if !slices.ContainsFunc(served, func(s string) bool { return strings.HasSuffix(s, " 401") }) {
-		t.Errorf("the registry refused nothing, so the pull is not shown to have needed the credentials: %v", served)
+	if !slices.ContainsFunc(served, refusedManifest) {
+		t.Errorf("the registry refused no manifest request of the pull, so the pull is not shown to have needed the credentials: %v", served)
 	}
 
 	var pods corev1.PodList
@@ -249,6 +250,12 @@ func pulledImageStaysPrivate(ctx context.Context, t *testing.T, n *realnode.Node
 		for _, st := range live.Status.ContainerStatuses {
 			switch w := st.State.Waiting; {
 			case w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff"):
+				// Refused by the registry, for want of credentials, and
+				// not for another reason (an unreachable registry).
+				if !slices.ContainsFunc(reg.requests()[before:], refusedManifest) {
+					t.Fatalf("the pod without the pull secret failed its pull (%s: %s), but the registry refused it no manifest: %v",
+						w.Reason, w.Message, reg.requests()[before:])
+				}
 				t.Logf("a pod of another namespace without the pull secret was refused %s: %s: %s; the registry then saw: %s",
 					ref, w.Reason, w.Message, strings.Join(reg.requests()[before:], "; "))
 				return
@@ -400,6 +407,12 @@ func (r *servingRegistry) requests() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.served)
+}
+
+// refusedManifest is whether a line of servingRegistry's record is a
+// manifest request refused for want of credentials.
+func refusedManifest(line string) bool {
+	return strings.Contains(line, "/manifests/") && strings.HasSuffix(line, " 401")
 }
 
 // dockerConfigSecret is an image pull secret for one registry, in the

@@ -20,6 +20,40 @@ import (
 	"github.com/userland-dev/userland/internal/wsframe"
 )
 
+// maxUpgradeAnswer bounds the header of an environment's answer to an
+// upgrade (and the frames read with it): net/http's reader has no bound
+// of its own, so a hostile environment could make the gateway hold any
+// amount. The gateway's own server takes 64 KiB of request header.
+const maxUpgradeAnswer = 64 << 10
+
+// errAnswerTooLarge ends reading an answer past maxUpgradeAnswer.
+var errAnswerTooLarge = errors.New("the environment's answer is too large")
+
+// unlimited is an answerLimit's left once the answer's header is read.
+const unlimited = -1
+
+// answerLimit reads at most left bytes, then fails with
+// errAnswerTooLarge, until left is unlimited.
+type answerLimit struct {
+	r    io.Reader
+	left int
+}
+
+func (a *answerLimit) Read(b []byte) (int, error) {
+	if a.left == unlimited {
+		return a.r.Read(b)
+	}
+	if a.left == 0 {
+		return 0, errAnswerTooLarge
+	}
+	if len(b) > a.left {
+		b = b[:a.left]
+	}
+	n, err := a.r.Read(b)
+	a.left -= n
+	return n, err
+}
+
 // handshakeTimeout bounds dialling the environment and reading its answer
 // to an upgrade request; the tunnel itself has no deadline.
 const handshakeTimeout = 30 * time.Second
@@ -85,18 +119,25 @@ func (p *Proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, req Request
 	}
 	deadline, _ := ctx.Deadline()
 	_ = upstream.SetDeadline(deadline)
-	upReader := bufio.NewReaderSize(upstream, 4<<10)
+	answer := &answerLimit{r: upstream, left: maxUpgradeAnswer}
+	upReader := bufio.NewReaderSize(answer, 4<<10)
 	if err := out.Write(upstream); err != nil {
 		_ = upstream.Close()
 		p.unavailable(w, r)
 		return
 	}
 	resp, err := http.ReadResponse(upReader, out)
+	if errors.Is(err, errAnswerTooLarge) {
+		_ = upstream.Close()
+		http.Error(w, fmt.Sprintf("the environment's answer to the upgrade has a header over %d KiB", maxUpgradeAnswer>>10), http.StatusBadGateway)
+		return
+	}
 	if err != nil {
 		_ = upstream.Close()
 		p.unavailable(w, r)
 		return
 	}
+	answer.left = unlimited
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		// The environment declined: relay its answer as it is.
 		defer func() { _ = upstream.Close() }()
@@ -122,7 +163,7 @@ func (p *Proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, req Request
 		http.Error(w, "this connection cannot switch protocols", http.StatusInternalServerError)
 		return
 	}
-	if err := p.switchProtocols(client, clientBuf, upstream, upReader, resp, req); err != nil {
+	if err := p.switchProtocols(client, clientBuf, upstream, upReader, resp, req, deadline); err != nil {
 		_ = client.Close()
 		_ = upstream.Close()
 		return
@@ -142,11 +183,16 @@ func (p *Proxy) unavailable(w http.ResponseWriter, r *http.Request) {
 
 // switchProtocols sends the 101 answer, hands over what either side's
 // reader already buffered, and runs the tunnel until one side closes.
-func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, upstream net.Conn, upReader *bufio.Reader, resp *http.Response, req Request) error {
+func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, upstream net.Conn, upReader *bufio.Reader, resp *http.Response, req Request, handshake time.Time) error {
 	// net/http's read deadlines no longer apply to a hijacked connection,
-	// and the handshake's deadline must not apply to the tunnel.
-	if err := errors.Join(client.SetDeadline(time.Time{}), upstream.SetDeadline(time.Time{})); err != nil {
-		return fmt.Errorf("clearing deadlines: %w", err)
+	// and the handshake's deadline must not apply to the tunnel's reads.
+	// Its writes keep it until the tunnel runs: a client that does not
+	// read the 101, or an environment that does not read the frames the
+	// client sent behind its request, cannot hold the switch (and a
+	// shutdown waiting for it) for ever.
+	if err := errors.Join(client.SetReadDeadline(time.Time{}), client.SetWriteDeadline(handshake),
+		upstream.SetReadDeadline(time.Time{}), upstream.SetWriteDeadline(handshake)); err != nil {
+		return fmt.Errorf("setting deadlines: %w", err)
 	}
 	header := resp.Header.Clone()
 	removeHopHeaders(header)
@@ -195,6 +241,9 @@ func (p *Proxy) switchProtocols(client net.Conn, clientBuf *bufio.ReadWriter, up
 		if _, err := upstream.Write(early); err != nil {
 			return t.abandon(fmt.Errorf("forwarding early frames: %w", err))
 		}
+	}
+	if err := errors.Join(client.SetWriteDeadline(time.Time{}), upstream.SetWriteDeadline(time.Time{})); err != nil {
+		return t.abandon(fmt.Errorf("clearing deadlines: %w", err))
 	}
 	// Both bufio readers are dropped here; the tunnel reads the sockets.
 	var fromServer func([]byte)
