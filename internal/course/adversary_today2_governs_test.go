@@ -66,5 +66,3 @@ func TestAdversaryToday2BudgetGovernsOnlyItsOwn(t *testing.T) {
 		}
 	}
 }
-
-
