@@ -133,13 +133,7 @@ func TestAdversaryToday2StuckSwitchHoldsShutdown(t *testing.T) {
 	var ended atomic.Int32
 	up := hostileUpstream(t, 0, 16<<20)
 	gw := frontFor(t, p, up, &ended)
-	c := rawUpgrade(t, strings.TrimPrefix(gw.URL, "http://"))
-	defer func() { _ = c.Close() }()
-	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("reading the gateway's answer: %v", err)
-	}
+	resp := upgradeAnswer(t, gw)
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("a 101 with a 16 MiB header was answered %d, want 502", resp.StatusCode)
@@ -164,14 +158,22 @@ func TestUpgradeAnswerUnderTheBoundSwitches(t *testing.T) {
 	var ended atomic.Int32
 	up := hostileUpstream(t, 0, maxUpgradeAnswer-1024)
 	gw := frontFor(t, p, up, &ended)
+	resp := upgradeAnswer(t, gw)
+	if resp.StatusCode != http.StatusSwitchingProtocols || len(resp.Header.Get("X-Big")) != maxUpgradeAnswer-1024 {
+		t.Errorf("a 101 with a header under the bound: %d, X-Big of %d bytes", resp.StatusCode, len(resp.Header.Get("X-Big")))
+	}
+}
+
+// upgradeAnswer asks gw for a WebSocket and reads the answer's header;
+// the connection closes when the test ends.
+func upgradeAnswer(t *testing.T, gw *httptest.Server) *http.Response {
+	t.Helper()
 	c := rawUpgrade(t, strings.TrimPrefix(gw.URL, "http://"))
-	defer func() { _ = c.Close() }()
+	t.Cleanup(func() { _ = c.Close() })
 	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("reading the gateway's answer: %v", err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols || len(resp.Header.Get("X-Big")) != maxUpgradeAnswer-1024 {
-		t.Errorf("a 101 with a header under the bound: %d, X-Big of %d bytes", resp.StatusCode, len(resp.Header.Get("X-Big")))
-	}
+	return resp
 }
