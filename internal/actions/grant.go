@@ -14,6 +14,7 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/budget"
+	"github.com/userland-dev/userland/internal/course"
 )
 
 // ErrNoBudget refuses a grant to an environment no budget governs.
@@ -66,6 +67,11 @@ func Grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha
 	return grant(ctx, live, w, ul, c, tmpl, hours, by, now, nil, opts...)
 }
 
+// ErrBudgetChanged refuses a grant whose environment, read again after a
+// conflicting write, is no longer governed by the course budget its
+// caller checked.
+var ErrBudgetChanged = errors.New("the environment is no longer under its course's budget (the roster changed), so nothing was granted")
+
 // ErrGrantChanged refuses a form's grant when the environment's grant is
 // no longer the one the page showed.
 var ErrGrantChanged = errors.New("hours were granted on it since the page was shown, so nothing was changed; reload the page to see them, and grant again if still needed")
@@ -92,6 +98,12 @@ func grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha
 			if fresh.UID != ul.UID {
 				return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("userlands").GroupResource(), ul.Name)
 			}
+			if c != nil {
+				var err error
+				if c, err = stillGoverns(ctx, live, c, fresh); err != nil {
+					return err
+				}
+			}
 			current = fresh
 		}
 		if seen != nil && current.Annotations[v1alpha1.AnnotationBudgetGrant] != *seen {
@@ -107,4 +119,24 @@ func grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha
 		current = nil
 		return w.Patch(ctx, target, patch, opts...)
 	})
+}
+
+// stillGoverns re-checks, on the live Course, that c's budget governs ul
+// (course.BudgetGoverns), as its caller checked on what it read, and
+// returns that Course, whose budget the grant is then added under: the
+// write conflicted, so time passed, and a roster change meanwhile (the
+// student made staff) leaves no budget of c to add to. The Course is read
+// again too, past any cache, since the roster is where the change is.
+func stillGoverns(ctx context.Context, live client.Reader, c *v1alpha1.Course, ul *v1alpha1.Userland) (*v1alpha1.Course, error) {
+	fresh := &v1alpha1.Course{}
+	if err := live.Get(ctx, client.ObjectKeyFromObject(c), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, ErrBudgetChanged
+		}
+		return nil, fmt.Errorf("reading course %s again after a conflict: %w", c.Name, err)
+	}
+	if fresh.UID != c.UID || !course.BudgetGoverns(fresh, ul) {
+		return nil, ErrBudgetChanged
+	}
+	return fresh, nil
 }
