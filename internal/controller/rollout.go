@@ -7,7 +7,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,40 +20,87 @@ import (
 // Unavailable counts running environments whose Deployment is not available
 // (from the cache) plus restarts started here that the cache may not show.
 func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileState) (bool, error) {
-	var siblings v1alpha1.UserlandList
-	// Read-only: the cache's objects are not copied.
-	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: s.template.Key}, client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
+	counts := r.inflight.countsOf(s.template.Key, s.now)
+	if counts == nil {
+		var err error
+		if counts, err = r.countSiblings(ctx, s.template.Key, s.now); err != nil {
+			return false, err
+		}
+		r.inflight.keepCounts(s.template.Key, counts)
 	}
-	running, unavailable := 0, 0
-	counted := map[types.NamespacedName]bool{}
-	for i := range siblings.Items {
-		sib := &siblings.Items[i]
-		var dep appsv1.Deployment
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(sib), &dep); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return false, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
-		}
-		if dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 {
-			continue
-		}
-		running++
-		if !rolledOut(&dep) {
-			unavailable++
-			counted[client.ObjectKeyFromObject(sib)] = true
-		}
-	}
-	unavailable += r.inflight.count(s.template.Key, s.now, counted)
-	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
+	unavailable := len(counts.unavailable) + r.inflight.count(s.template.Key, s.now, counts.unavailable)
+	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, counts.running, true)
 	if err != nil {
 		return false, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
 	}
 	maxUnavailable = max(maxUnavailable, 1)
 	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.Key,
-		"running", running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
+		"running", counts.running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
 	return unavailable < maxUnavailable, nil
+}
+
+// siblingCounts is a template's running environments, and those of them
+// whose Deployment is not available, as the cache showed them at a time.
+type siblingCounts struct {
+	running     int
+	unavailable map[types.NamespacedName]bool
+	at          time.Time
+}
+
+// countsMaxAge bounds how long one count serves decisions when no event
+// of the template's Deployments said it changed (pendingSiblings drops it
+// on each): a change the events do not cover, such as a sibling Userland
+// deleted before its Deployment, is seen within this.
+const countsMaxAge = time.Second
+
+// countSiblings counts the template's environments from the cache without
+// copying an object: the Userlands through the template index, their
+// Deployments in one list. A rollout to ten thousand used to copy every
+// sibling's Deployment for each pending environment's decision, which
+// took long enough under the decision lock to admit about four restarts a
+// second however much of maxUnavailable was free.
+func (r *UserlandReconciler) countSiblings(ctx context.Context, key string, now time.Time) (*siblingCounts, error) {
+	var siblings v1alpha1.UserlandList
+	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: key}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing userlands of %s: %w", key, err)
+	}
+	counts := &siblingCounts{unavailable: map[types.NamespacedName]bool{}, at: now}
+	if len(siblings.Items) == 0 {
+		return counts, nil
+	}
+	var opts []client.ListOption
+	if ns := siblings.Items[0].Namespace; all(siblings.Items, func(ul *v1alpha1.Userland) bool { return ul.Namespace == ns }) {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	var deps appsv1.DeploymentList
+	if err := r.Client.List(ctx, &deps, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
+		return nil, fmt.Errorf("listing deployments of %s: %w", key, err)
+	}
+	byName := make(map[types.NamespacedName]*appsv1.Deployment, len(deps.Items))
+	for i := range deps.Items {
+		byName[client.ObjectKeyFromObject(&deps.Items[i])] = &deps.Items[i]
+	}
+	for i := range siblings.Items {
+		name := client.ObjectKeyFromObject(&siblings.Items[i])
+		dep := byName[name]
+		if dep == nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 {
+			continue
+		}
+		counts.running++
+		if !rolledOut(dep) {
+			counts.unavailable[name] = true
+		}
+	}
+	return counts, nil
+}
+
+func all[T any](items []T, f func(*T) bool) bool {
+	for i := range items {
+		if !f(&items[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // rolloutTracker remembers Immediate restarts this process started and whose
@@ -66,6 +112,37 @@ type rolloutTracker struct {
 	decide   sync.Mutex
 	mu       sync.Mutex
 	restarts map[string]map[types.NamespacedName]time.Time
+	// counts is each template's last count of its siblings, kept for the
+	// decisions that follow until an event of its Deployments drops it.
+	counts map[string]*siblingCounts
+}
+
+// countsOf is template's kept count, nil when there is none younger than
+// countsMaxAge at now.
+func (t *rolloutTracker) countsOf(template string, now time.Time) *siblingCounts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.counts[template]
+	if c == nil || now.Sub(c.at) >= countsMaxAge || now.Before(c.at) {
+		return nil
+	}
+	return c
+}
+
+func (t *rolloutTracker) keepCounts(template string, c *siblingCounts) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts = map[string]*siblingCounts{}
+	}
+	t.counts[template] = c
+}
+
+// dropCounts forgets template's count: one of its Deployments changed.
+func (t *rolloutTracker) dropCounts(template string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.counts, template)
 }
 
 // inflightExpiry bounds how long a restart counts against the budget if its

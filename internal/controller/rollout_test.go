@@ -117,3 +117,75 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		t.Errorf("an expired restart still counts: %d", got)
 	}
 }
+
+// TestFreesRolloutBudget: only a change that can let another environment
+// restart wakes the template's waiting environments.
+func TestFreesRolloutBudget(t *testing.T) {
+	t.Parallel()
+	available := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	available.Generation, available.Status.ObservedGeneration = 1, 1
+	available.Status.Replicas, available.Status.UpdatedReplicas, available.Status.AvailableReplicas = 1, 1, 1
+	available.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}
+	restarted := available.DeepCopy()
+	restarted.Generation = 2
+	unavailable := restarted.DeepCopy()
+	unavailable.Status.ObservedGeneration, unavailable.Status.AvailableReplicas = 2, 0
+	unavailable.Status.Conditions[0].Status = corev1.ConditionFalse
+	availableAgain := unavailable.DeepCopy()
+	availableAgain.Status.AvailableReplicas = 1
+	availableAgain.Status.Conditions[0].Status = corev1.ConditionTrue
+	stopped := available.DeepCopy()
+	stopped.Spec.Replicas = ptr.To[int32](0)
+	cases := map[string]struct {
+		before, after *appsv1.Deployment
+		want          bool
+	}{
+		"restarted (spec changed)":    {available, restarted, false},
+		"became unavailable":          {restarted, unavailable, false},
+		"available again":             {unavailable, availableAgain, true},
+		"stopped":                     {available, stopped, true},
+		"started":                     {stopped, available, true},
+		"nothing a decision reads":    {available, available.DeepCopy(), false},
+		"still unavailable, observed": {unavailable, unavailable.DeepCopy(), false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := freesRolloutBudget(tc.before, tc.after); got != tc.want {
+				t.Errorf("freesRolloutBudget = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeptSiblingCounts: a count serves decisions for under countsMaxAge,
+// until dropped, and never from a clock that went back.
+func TestKeptSiblingCounts(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	var tr rolloutTracker
+	if tr.countsOf("t", t0) != nil {
+		t.Fatal("a count before any was kept")
+	}
+	kept := &siblingCounts{running: 3, at: t0}
+	tr.keepCounts("t", kept)
+	for _, tc := range []struct {
+		at   time.Time
+		want *siblingCounts
+	}{
+		{t0, kept},
+		{t0.Add(countsMaxAge - time.Millisecond), kept},
+		{t0.Add(countsMaxAge), nil},
+		{t0.Add(-time.Millisecond), nil},
+	} {
+		if got := tr.countsOf("t", tc.at); got != tc.want {
+			t.Errorf("countsOf at %s: %v, want %v", tc.at.Sub(t0), got, tc.want)
+		}
+	}
+	if tr.countsOf("other", t0) != nil {
+		t.Error("another template's count served")
+	}
+	tr.dropCounts("t")
+	if tr.countsOf("t", t0) != nil {
+		t.Error("a dropped count served")
+	}
+}

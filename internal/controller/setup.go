@@ -175,7 +175,7 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindClusterTemplate)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A sibling becoming available frees Immediate rollout budget.
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(deploymentSeenChanged)).
+		Watches(&appsv1.Deployment{}, r.rolloutBudgetEvents(), builder.WithPredicates(deploymentSeenChanged)).
 		// One stopping frees a place in its course's queue.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
 		// One joining or leaving a queue moves the others' places.
@@ -279,14 +279,51 @@ func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPe
 	return reqs
 }
 
-// pendingSiblings maps a Deployment to the Userlands of the same template
-// still waiting for an update.
-func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Object) []ctrl.Request {
-	ul := r.userlandOfChild(ctx, obj)
-	if ul == nil {
-		return nil
+// rolloutBudgetEvents keeps Immediate rollouts moving: every change of an
+// environment's Deployment drops its template's kept sibling count (so the
+// next decision counts again), and a change that can free budget (one
+// available again, started, stopped or gone) enqueues the template's
+// environments still waiting for an update. One becoming unavailable
+// frees nothing: waking every waiting sibling for it, ten thousand at a
+// time in a large rollout, only had them find no budget again.
+func (r *UserlandReconciler) rolloutBudgetEvents() handler.EventHandler {
+	enqueue := func(ctx context.Context, obj client.Object, frees bool, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		ul := r.userlandOfChild(ctx, obj)
+		if ul == nil {
+			return
+		}
+		key := templates.UserlandKey(ul)
+		r.inflight.dropCounts(key)
+		if !frees {
+			return
+		}
+		for _, req := range r.requestsFor(ctx, key, true) {
+			q.Add(req)
+		}
 	}
-	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(ctx, e.Object, true, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			before, ok1 := e.ObjectOld.(*appsv1.Deployment)
+			after, ok2 := e.ObjectNew.(*appsv1.Deployment)
+			enqueue(ctx, e.ObjectNew, !ok1 || !ok2 || freesRolloutBudget(before, after), q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(ctx, e.Object, true, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			enqueue(ctx, e.Object, true, q)
+		},
+	}
+}
+
+// freesRolloutBudget reports whether a Deployment's update can let one
+// more of its template's environments restart: it became available, or
+// it started or stopped (the running count scales maxUnavailable).
+func freesRolloutBudget(before, after *appsv1.Deployment) bool {
+	return replicas(before) != replicas(after) || (!rolledOut(before) && rolledOut(after))
 }
 
 // userlandOfChild reads, from the cache, the Userland a labelled child
