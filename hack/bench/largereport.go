@@ -36,6 +36,9 @@ func writeLargeReport(o options, results []largeResult) error {
 		if r.Rollout > 0 {
 			bound := int(float64(r.N) * largeMaxUnavailable)
 			p("| %s | most unavailable at once during a rollout to all %d | ≤ %d (25%%) | %d | %s |", l, r.N, bound, r.MaxUnavailable, verdict(r.MaxUnavailable <= bound))
+			if r.RolloutUpdated < r.N {
+				p("| %s | rollout to all %d within %s | all updated and Ready | %d | **missed** |", l, r.N, o.largeRolloutLimit, r.RolloutUpdated)
+			}
 		}
 	}
 	p("")
@@ -47,6 +50,9 @@ func writeLargeReport(o options, results []largeResult) error {
 		rollout, rolloutRSS := "not measured in this layout", "—"
 		if r.Rollout > 0 {
 			rollout, rolloutRSS = r.Rollout.Round(time.Second).String(), fmt.Sprintf("%.1f MiB", mib(r.RolloutPeakKiB))
+			if r.RolloutUpdated < r.N {
+				rollout = fmt.Sprintf("stopped after %s with %d of %d updated and Ready", r.Rollout.Round(time.Second), r.RolloutUpdated, r.N)
+			}
 		}
 		p("| %s | %s | %.1f Userlands/s | %.1f s | %s | %s |", layoutName(r), r.Ready.Round(time.Second), float64(r.N)/r.Ready.Seconds(), r.CPUSeconds, rollout, rolloutRSS)
 	}

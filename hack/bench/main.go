@@ -57,6 +57,9 @@ type options struct {
 	budget          int
 	budgetLead      time.Duration
 	largeNamespaces []int
+	// largeRolloutLimit stops the large scenario's rollout, which is
+	// then reported as far as it got.
+	largeRolloutLimit time.Duration
 	// realWake times each real app's wake on a real node beside kwok;
 	// onlyRealWake runs nothing else and prints its rows instead of
 	// writing the report.
@@ -112,6 +115,7 @@ func main() {
 	flag.IntVar(&o.large, "large", 0, "Userlands of the large scenario, run alone on clusters of its own (0: none; make bench-10k runs 10000)")
 	flag.IntVar(&o.budget, "budget", 0, "running environments of the budget scenario, run alone on a cluster of its own: steady-state writes and a weekly rollover (0: none; make bench-budget runs 1000)")
 	flag.DurationVar(&o.budgetLead, "budget-lead", 5*time.Minute, "how long after the budget scenario's controller starts its clock reaches Monday 00:00 UTC")
+	flag.DurationVar(&o.largeRolloutLimit, "large-rollout-limit", 20*time.Minute, "how long the large scenario's rollout may take before it is stopped and reported as far as it got")
 	flag.StringVar(&largeNS, "large-namespaces", "1,50", "the large scenario's layouts: namespaces the Userlands are spread over, comma-separated")
 	flag.IntVar(&o.pagesStudents, "pages-students", 2000, "of them, students of the one course whose page is timed")
 	flag.BoolVar(&o.realWake, "real-wake", true, "time each real app's wake (stopped → first byte) on a real node beside kwok: Linux and root, with "+nodeDirEnv+", "+appImagesEnv+" and "+nodeImagesEnv+" set (make bench sets them); the report says why where it cannot run")

@@ -98,13 +98,13 @@ func grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha
 			if fresh.UID != ul.UID {
 				return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("userlands").GroupResource(), ul.Name)
 			}
-			if c != nil {
-				var err error
-				if c, err = stillGoverns(ctx, live, c, fresh); err != nil {
-					return err
-				}
-			}
 			current = fresh
+		}
+		if c != nil {
+			var err error
+			if c, err = stillGoverns(ctx, live, c, current); err != nil {
+				return err
+			}
 		}
 		if seen != nil && current.Annotations[v1alpha1.AnnotationBudgetGrant] != *seen {
 			return ErrGrantChanged
@@ -121,12 +121,12 @@ func grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha
 	})
 }
 
-// stillGoverns re-checks, on the live Course, that c's budget governs ul
-// (course.BudgetGoverns), as its caller checked on what it read, and
-// returns that Course, whose budget the grant is then added under: the
-// write conflicted, so time passed, and a roster change meanwhile (the
-// student made staff) leaves no budget of c to add to. The Course is read
-// again too, past any cache, since the roster is where the change is.
+// stillGoverns checks, on the live Course, that c's budget governs ul
+// (course.BudgetGoverns), as its caller checked on a cached copy, and
+// returns that Course, whose budget the grant is then added under. A
+// roster change (the student made staff, the budget removed) does not
+// move the environment's resourceVersion, so the write's own precondition
+// cannot catch it: the Course is read past any cache before each write.
 func stillGoverns(ctx context.Context, live client.Reader, c *v1alpha1.Course, ul *v1alpha1.Userland) (*v1alpha1.Course, error) {
 	fresh := &v1alpha1.Course{}
 	if err := live.Get(ctx, client.ObjectKeyFromObject(c), fresh); err != nil {

@@ -279,44 +279,72 @@ func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPe
 	return reqs
 }
 
-// rolloutBudgetEvents keeps Immediate rollouts moving: every change of an
-// environment's Deployment drops its template's kept sibling count (so the
-// next decision counts again), and a change that can free budget (one
+// rolloutBudgetEvents keeps Immediate rollouts moving: a change of an
+// environment's Deployment that moves the count (movesRolloutCount) drops
+// its template's kept sibling count (so the next decision counts again),
+// and a change that can free budget (one
 // available again, started, stopped or gone) enqueues the template's
 // environments still waiting for an update. One becoming unavailable
 // frees nothing: waking every waiting sibling for it, ten thousand at a
 // time in a large rollout, only had them find no budget again.
 func (r *UserlandReconciler) rolloutBudgetEvents() handler.EventHandler {
-	enqueue := func(ctx context.Context, obj client.Object, frees bool, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-		ul := r.userlandOfChild(ctx, obj)
-		if ul == nil {
-			return
+	enqueue := func(ctx context.Context, obj client.Object, frees, moved bool, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+		var keys []string
+		if ul := r.userlandOfChild(ctx, obj); ul != nil {
+			keys = []string{templates.UserlandKey(ul)}
+		} else {
+			// Its Userland is gone (deleted, its children being collected):
+			// what it held of any template's budget is free.
+			name := client.ObjectKeyFromObject(obj)
+			keys = r.inflight.templatesHolding(name)
+			for _, key := range keys {
+				r.inflight.done(key, name)
+			}
+			frees, moved = true, true
 		}
-		key := templates.UserlandKey(ul)
-		r.inflight.dropCounts(key)
-		if !frees {
-			return
-		}
-		for _, req := range r.requestsFor(ctx, key, true) {
-			q.Add(req)
+		for _, key := range keys {
+			if moved {
+				r.inflight.dropCounts(key)
+			}
+			if !frees {
+				continue
+			}
+			for _, req := range r.requestsFor(ctx, key, true) {
+				q.Add(req)
+			}
 		}
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(ctx, e.Object, true, q)
+			enqueue(ctx, e.Object, true, true, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			before, ok1 := e.ObjectOld.(*appsv1.Deployment)
 			after, ok2 := e.ObjectNew.(*appsv1.Deployment)
-			enqueue(ctx, e.ObjectNew, !ok1 || !ok2 || freesRolloutBudget(before, after), q)
+			if !ok1 || !ok2 {
+				enqueue(ctx, e.ObjectNew, true, true, q)
+				return
+			}
+			enqueue(ctx, e.ObjectNew, freesRolloutBudget(before, after), movesRolloutCount(before, after), q)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(ctx, e.Object, true, q)
+			enqueue(ctx, e.Object, true, true, q)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(ctx, e.Object, true, q)
+			enqueue(ctx, e.Object, true, true, q)
 		},
 	}
+}
+
+// movesRolloutCount reports whether a Deployment's update changes what
+// countSiblings reads of it: whether it runs, whether it is available,
+// and the template hash it runs. Only then is the kept count dropped; a
+// drop makes the next decision count all siblings again, which at ten
+// thousand is the costly part, and a restart alone moves a Deployment's
+// status several times.
+func movesRolloutCount(before, after *appsv1.Deployment) bool {
+	return replicas(before) != replicas(after) || rolledOut(before) != rolledOut(after) ||
+		before.Spec.Template.Annotations[AnnotationTemplateHash] != after.Spec.Template.Annotations[AnnotationTemplateHash]
 }
 
 // freesRolloutBudget reports whether a Deployment's update can let one
