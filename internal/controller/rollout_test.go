@@ -97,11 +97,10 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "t")
 			r := &UserlandReconciler{Client: b.Build()}
 			for _, name := range tt.inflight {
-				r.inflight.add(key, types.NamespacedName{Namespace: ns, Name: name}, now, "new")
+				r.inflight.add(key, types.NamespacedName{Namespace: ns, Name: name}, now)
 			}
 			spec := &v1alpha1.TemplateSpec{Rollout: v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate, MaxUnavailable: &tt.maxUnavailable}}
-			deciding := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deciding"}}
-			s := &reconcileState{now: now, ul: deciding, template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
+			s := &reconcileState{now: now, template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
 			got, err := r.budgetAvailable(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
@@ -113,100 +112,8 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 	}
 	// An inflight restart stops counting once it expires.
 	var tr rolloutTracker
-	tr.add("k", types.NamespacedName{Name: "x"}, now, "new")
-	siblings := &siblingCounts{siblings: map[types.NamespacedName]siblingState{{Name: "x"}: {}}}
-	if got := tr.count("k", now, siblings, types.NamespacedName{}); got != 1 {
-		t.Errorf("a restart in flight counts %d, want 1", got)
-	}
-	if got := tr.count("k", now.Add(inflightExpiry+time.Second), siblings, types.NamespacedName{}); got != 0 {
+	tr.add("k", types.NamespacedName{Name: "x"}, now)
+	if got := tr.count("k", now.Add(inflightExpiry+time.Second), nil); got != 0 {
 		t.Errorf("an expired restart still counts: %d", got)
-	}
-}
-
-// TestFreesRolloutBudget: only a change that can let another environment
-// restart wakes the template's waiting environments.
-func TestFreesRolloutBudget(t *testing.T) {
-	t.Parallel()
-	available := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
-	available.Generation, available.Status.ObservedGeneration = 1, 1
-	available.Status.Replicas, available.Status.UpdatedReplicas, available.Status.AvailableReplicas = 1, 1, 1
-	available.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}
-	restarted := available.DeepCopy()
-	restarted.Generation = 2
-	unavailable := restarted.DeepCopy()
-	unavailable.Status.ObservedGeneration, unavailable.Status.AvailableReplicas = 2, 0
-	unavailable.Status.Conditions[0].Status = corev1.ConditionFalse
-	availableAgain := unavailable.DeepCopy()
-	availableAgain.Status.AvailableReplicas = 1
-	availableAgain.Status.Conditions[0].Status = corev1.ConditionTrue
-	stopped := available.DeepCopy()
-	stopped.Spec.Replicas = ptr.To[int32](0)
-	rehashed := availableAgain.DeepCopy()
-	rehashed.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h3"}
-	cases := map[string]struct {
-		before, after *appsv1.Deployment
-		frees, moves  bool
-	}{
-		"restarted (spec changed)":    {available, restarted, false, true},
-		"became unavailable":          {restarted, unavailable, false, false},
-		"available again":             {unavailable, availableAgain, true, true},
-		"stopped":                     {available, stopped, true, true},
-		"started":                     {stopped, available, true, true},
-		"nothing a decision reads":    {available, available.DeepCopy(), false, false},
-		"still unavailable, observed": {unavailable, unavailable.DeepCopy(), false, false},
-		"another hash, still rolled":  {availableAgain, rehashed, false, true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := freesRolloutBudget(tc.before, tc.after); got != tc.frees {
-				t.Errorf("freesRolloutBudget = %v, want %v", got, tc.frees)
-			}
-			if got := movesRolloutCount(tc.before, tc.after); got != tc.moves {
-				t.Errorf("movesRolloutCount = %v, want %v", got, tc.moves)
-			}
-		})
-	}
-}
-
-// TestKeptSiblingCounts: a count serves decisions for under countsMaxAge,
-// until dropped, and never from a clock that went back.
-func TestKeptSiblingCounts(t *testing.T) {
-	t.Parallel()
-	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	var tr rolloutTracker
-	if tr.countsOf("t", t0) != nil {
-		t.Fatal("a count before any was kept")
-	}
-	kept := &siblingCounts{running: 3, at: t0}
-	tr.keepCounts("t", kept, tr.epochOf("t"))
-	for _, tc := range []struct {
-		at   time.Time
-		want *siblingCounts
-	}{
-		{t0, kept},
-		{t0.Add(countsMaxAge - time.Millisecond), kept},
-		{t0.Add(countsMaxAge), nil},
-		{t0.Add(-time.Millisecond), nil},
-	} {
-		if got := tr.countsOf("t", tc.at); got != tc.want {
-			t.Errorf("countsOf at %s: %v, want %v", tc.at.Sub(t0), got, tc.want)
-		}
-	}
-	if tr.countsOf("other", t0) != nil {
-		t.Error("another template's count served")
-	}
-	epoch := tr.epochOf("t")
-	tr.dropCounts("t")
-	if tr.countsOf("t", t0) != nil {
-		t.Error("a dropped count served")
-	}
-	// A count read before that drop is not kept after it.
-	tr.keepCounts("t", kept, epoch)
-	if tr.countsOf("t", t0) != nil {
-		t.Error("a count read before a drop was kept after it")
-	}
-	tr.keepCounts("t", kept, tr.epochOf("t"))
-	if tr.countsOf("t", t0) != kept {
-		t.Error("a count read after the last drop was not kept")
 	}
 }

@@ -175,7 +175,7 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindClusterTemplate)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A sibling becoming available frees Immediate rollout budget.
-		Watches(&appsv1.Deployment{}, r.rolloutBudgetEvents(), builder.WithPredicates(deploymentSeenChanged)).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(deploymentSeenChanged)).
 		// One stopping frees a place in its course's queue.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
 		// One joining or leaving a queue moves the others' places.
@@ -279,79 +279,14 @@ func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPe
 	return reqs
 }
 
-// rolloutBudgetEvents keeps Immediate rollouts moving: a change of an
-// environment's Deployment that moves the count (movesRolloutCount) drops
-// its template's kept sibling count (so the next decision counts again),
-// and a change that can free budget (one
-// available again, started, stopped or gone) enqueues the template's
-// environments still waiting for an update. One becoming unavailable
-// frees nothing: waking every waiting sibling for it, ten thousand at a
-// time in a large rollout, only had them find no budget again.
-func (r *UserlandReconciler) rolloutBudgetEvents() handler.EventHandler {
-	enqueue := func(ctx context.Context, obj client.Object, frees, moved bool, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-		var keys []string
-		if ul := r.userlandOfChild(ctx, obj); ul != nil {
-			keys = []string{templates.UserlandKey(ul)}
-		} else {
-			// Its Userland is gone (deleted, its children being collected):
-			// what it held of any template's budget is free.
-			name := client.ObjectKeyFromObject(obj)
-			keys = r.inflight.templatesHolding(name)
-			for _, key := range keys {
-				r.inflight.done(key, name)
-			}
-			frees, moved = true, true
-		}
-		for _, key := range keys {
-			if moved {
-				r.inflight.dropCounts(key)
-			}
-			if !frees {
-				continue
-			}
-			for _, req := range r.requestsFor(ctx, key, true) {
-				q.Add(req)
-			}
-		}
+// pendingSiblings maps a Deployment to the Userlands of the same template
+// still waiting for an update.
+func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Object) []ctrl.Request {
+	ul := r.userlandOfChild(ctx, obj)
+	if ul == nil {
+		return nil
 	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(ctx, e.Object, true, true, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			before, ok1 := e.ObjectOld.(*appsv1.Deployment)
-			after, ok2 := e.ObjectNew.(*appsv1.Deployment)
-			if !ok1 || !ok2 {
-				enqueue(ctx, e.ObjectNew, true, true, q)
-				return
-			}
-			enqueue(ctx, e.ObjectNew, freesRolloutBudget(before, after), movesRolloutCount(before, after), q)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(ctx, e.Object, true, true, q)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
-			enqueue(ctx, e.Object, true, true, q)
-		},
-	}
-}
-
-// movesRolloutCount reports whether a Deployment's update changes what
-// countSiblings reads of it: whether it runs, whether it is available,
-// and the template hash it runs. Only then is the kept count dropped; a
-// drop makes the next decision count all siblings again, which at ten
-// thousand is the costly part, and a restart alone moves a Deployment's
-// status several times.
-func movesRolloutCount(before, after *appsv1.Deployment) bool {
-	return replicas(before) != replicas(after) || rolledOut(before) != rolledOut(after) ||
-		before.Spec.Template.Annotations[AnnotationTemplateHash] != after.Spec.Template.Annotations[AnnotationTemplateHash]
-}
-
-// freesRolloutBudget reports whether a Deployment's update can let one
-// more of its template's environments restart: it became available, or
-// it started or stopped (the running count scales maxUnavailable).
-func freesRolloutBudget(before, after *appsv1.Deployment) bool {
-	return replicas(before) != replicas(after) || (!rolledOut(before) && rolledOut(after))
+	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
 }
 
 // userlandOfChild reads, from the cache, the Userland a labelled child
