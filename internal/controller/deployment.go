@@ -2,10 +2,8 @@ package controller
 
 import (
 	"context"
-	"maps"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -79,7 +77,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if s.running {
 		replicas = 1
 	}
-	desired := Deployment(s.ul, withIncarnation(pod, s.ul, s.dep), replicas, d.Annotations)
+	desired := Deployment(s.ul, pod, replicas, d.Annotations)
 	var cached client.Object
 	if s.dep != nil {
 		cached = s.dep
@@ -158,24 +156,4 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)
 	return desired, false, 0, nil
-}
-
-// withIncarnation marks pod with its Userland's UID (AnnotationIncarnation)
-// when the Deployment is being made, or was made so: podServing can then
-// trust a Ready pod the moment it is seen. Without it a pod made in the
-// same second as its Deployment (timestamps have whole seconds) waits for
-// the Deployment controller's status, about a second more, for most
-// environments of a class start. A Deployment made before the annotation
-// existed is left without it: adding it would change the pod template and
-// restart every running environment on upgrade.
-func withIncarnation(pod corev1.PodTemplateSpec, ul *v1alpha1.Userland, existing *appsv1.Deployment) corev1.PodTemplateSpec {
-	if existing != nil && existing.Spec.Template.Annotations[AnnotationIncarnation] == "" {
-		return pod
-	}
-	pod.Annotations = maps.Clone(pod.Annotations)
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[AnnotationIncarnation] = string(ul.UID)
-	return pod
 }

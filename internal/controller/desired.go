@@ -27,10 +27,6 @@ const (
 	// AnnotationAppliedHash records the hash of what the controller last
 	// applied to a child, so unchanged children are not written again.
 	AnnotationAppliedHash = "userland.dev/applied-hash"
-	// AnnotationIncarnation carries the Userland's UID on the pods of a
-	// Deployment made since it was introduced, so a pod is told apart
-	// from one of an earlier Userland of the same name (podServing).
-	AnnotationIncarnation = "userland.dev/incarnation"
 	// AnnotationStartedAt is when the environment was last scaled up; idle
 	// time counts from the later of this and the last activity.
 	AnnotationStartedAt = "userland.dev/started-at"

@@ -181,14 +181,6 @@ func TestObserveHealth(t *testing.T) {
 	}
 	leaving := pod("h1", true)
 	leaving.DeletionTimestamp = &metav1.Time{}
-	// A Deployment made with its Userland's UID on the pod template: its
-	// pods are told by that, whatever second they were made in.
-	marked := created.DeepCopy()
-	marked.Spec.Template.Annotations[AnnotationIncarnation] = "uid-2"
-	incarnation := func(p corev1.Pod, uid string) corev1.Pod {
-		p.Annotations[AnnotationIncarnation] = uid
-		return p
-	}
 	starting := Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}
 	ready := Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}
 	cases := map[string]struct {
@@ -205,10 +197,6 @@ func TestObserveHealth(t *testing.T) {
 		"a pod without the hash (made by hand)":                      {created, []corev1.Pod{pod("", true)}, starting},
 		"a pod older than the Deployment (a namesake's, going)":      {created, []corev1.Pod{older(pod("h2", true), 0)}, starting},
 		"a pod of the Deployment's own second":                       {created, []corev1.Pod{older(pod("h2", true), 0)}, starting},
-		"marked: a pod of the Deployment's own second":               {marked, []corev1.Pod{incarnation(older(pod("h2", true), 0), "uid-2")}, ready},
-		"marked: a namesake's pod, made after the Deployment":        {marked, []corev1.Pod{incarnation(pod("h2", true), "uid-1")}, starting},
-		"marked: a namesake's pod from before the mark":              {marked, []corev1.Pod{pod("h2", true)}, starting},
-		"marked: a namesake's pod beside its own":                    {marked, []corev1.Pod{incarnation(pod("h2", true), "uid-2"), incarnation(pod("h2", true), "uid-1")}, starting},
 		"no deployment yet":                                          {nil, nil, Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}},
 		"available":                                                  {available, nil, Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}},
 		"spec not yet observed": {changed, nil,
@@ -260,39 +248,5 @@ func TestPodTemplateMountsVolumesWhereTheTemplateSays(t *testing.T) {
 	again := PodTemplate(ul, spec, Routes{})
 	if pod.Annotations[AnnotationTemplateHash] != again.Annotations[AnnotationTemplateHash] {
 		t.Error("the template hash is not stable")
-	}
-}
-
-// TestWithIncarnation: a Deployment being made gets its Userland's UID on
-// the pod template, and keeps it; one made before the mark existed is
-// left as it is, since a new annotation would restart its pod.
-func TestWithIncarnation(t *testing.T) {
-	t.Parallel()
-	ul := &v1alpha1.Userland{}
-	ul.UID = "uid-2"
-	pod := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationTemplateHash: "h2"}}}
-	deployment := func(annotations map[string]string) *appsv1.Deployment {
-		d := &appsv1.Deployment{}
-		d.Spec.Template.Annotations = annotations
-		return d
-	}
-	cases := map[string]struct {
-		existing *appsv1.Deployment
-		want     map[string]string
-	}{
-		"being made":           {nil, map[string]string{AnnotationTemplateHash: "h2", AnnotationIncarnation: "uid-2"}},
-		"made with the mark":   {deployment(map[string]string{AnnotationTemplateHash: "h1", AnnotationIncarnation: "uid-2"}), map[string]string{AnnotationTemplateHash: "h2", AnnotationIncarnation: "uid-2"}},
-		"made before the mark": {deployment(map[string]string{AnnotationTemplateHash: "h1"}), map[string]string{AnnotationTemplateHash: "h2"}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got := withIncarnation(pod, ul, tc.existing)
-			if diff := cmp.Diff(tc.want, got.Annotations); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-			if _, ok := pod.Annotations[AnnotationIncarnation]; ok {
-				t.Error("withIncarnation changed the pod template it was given")
-			}
-		})
 	}
 }

@@ -89,10 +89,15 @@ func podServing(dep *appsv1.Deployment, pods []corev1.Pod) bool {
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
+		// A pod made before this Deployment (the previous environment of a
+		// Userland deleted and made again under the same name, still being
+		// garbage-collected) can carry the same hash. Timestamps have whole
+		// seconds: a pod of the same second is not trusted here, and the
+		// Deployment's own status decides (rolledOut).
 		current := pod.Annotations[AnnotationTemplateHash] != "" &&
 			pod.Annotations[AnnotationTemplateHash] == want[AnnotationTemplateHash] &&
 			pod.Annotations[v1alpha1.AnnotationRestartedAt] == want[v1alpha1.AnnotationRestartedAt] &&
-			ofThisIncarnation(dep, pod)
+			pod.CreationTimestamp.After(dep.CreationTimestamp.Time)
 		if !current {
 			return false // an old pod is still there: the change is not done
 		}
@@ -101,20 +106,6 @@ func podServing(dep *appsv1.Deployment, pods []corev1.Pod) bool {
 		}
 	}
 	return serving == 1
-}
-
-// ofThisIncarnation tells a pod of dep's Userland from one of an earlier
-// Userland of the same name (deleted and made again, its pods still being
-// garbage-collected), which can carry the same template hash. The
-// Userland's UID on the pod template (AnnotationIncarnation) tells at
-// once; a Deployment made before it existed falls back to creation
-// times, which have whole seconds: a pod of the Deployment's own second
-// is not trusted, and the Deployment's status decides (rolledOut).
-func ofThisIncarnation(dep *appsv1.Deployment, pod *corev1.Pod) bool {
-	if uid := dep.Spec.Template.Annotations[AnnotationIncarnation]; uid != "" {
-		return pod.Annotations[AnnotationIncarnation] == uid
-	}
-	return pod.CreationTimestamp.After(dep.CreationTimestamp.Time)
 }
 
 func podReady(pod *corev1.Pod) bool {
