@@ -12,11 +12,10 @@ import (
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/course"
-	"github.com/userland-dev/userland/internal/testobj"
 )
 
-// TestAdversaryToday3FirstGrantWriteTrustsACachedCourse: the live re-check
-// of the Course (stillGoverns) runs only on a retry after a conflict. The
+// TestAdversaryToday3FirstGrantWriteTrustsACachedCourse: the live check
+// of the Course (stillGoverns) once ran only on a retry after a conflict. The
 // dashboard's course grant hands Grant the Course from the gateway's
 // cache; a roster change just made (the student made staff, the budget
 // removed) that the cache has not seen moves no resourceVersion of the
@@ -34,11 +33,7 @@ func TestAdversaryToday3FirstGrantWriteTrustsACachedCourse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			cached := testobj.MakeCourse("ns", "class").Students("alice").Template("app", v1alpha1.ProvisionOnSignIn).Obj()
-			cached.UID = "course-1"
-			cached.Spec.Limits.Budget = &v1alpha1.BudgetSpec{Hours: 10, Period: v1alpha1.BudgetWeek}
-			ul := course.NewUserland(cached, "alice", course.BasisStudentUser, v1alpha1.TemplateReference{Name: "app"})
-			ul.Name, ul.UID = "alice-app", "uid-1"
+			cached, ul := budgetedStudent()
 			c := adversaryTodayClient(t, interceptor.Funcs{}, cached.DeepCopy(), ul.DeepCopy())
 
 			// The course manager's change, which the gateway's cache has

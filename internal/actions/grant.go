@@ -67,9 +67,8 @@ func Grant(ctx context.Context, live client.Reader, w client.Writer, ul *v1alpha
 	return grant(ctx, live, w, ul, c, tmpl, hours, by, now, nil, opts...)
 }
 
-// ErrBudgetChanged refuses a grant whose environment, read again after a
-// conflicting write, is no longer governed by the course budget its
-// caller checked.
+// ErrBudgetChanged refuses a grant whose environment the live Course's
+// budget no longer governs, though the copy its caller checked did.
 var ErrBudgetChanged = errors.New("the environment is no longer under its course's budget (the roster changed), so nothing was granted")
 
 // ErrGrantChanged refuses a form's grant when the environment's grant is

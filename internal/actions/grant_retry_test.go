@@ -44,11 +44,7 @@ func TestGrantRetryRechecksTheCourse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			crs := testobj.MakeCourse("ns", "class").Students("alice").Template("app", v1alpha1.ProvisionOnSignIn).Obj()
-			crs.UID = "course-1"
-			crs.Spec.Limits.Budget = &v1alpha1.BudgetSpec{Hours: 10, Period: v1alpha1.BudgetWeek}
-			ul := course.NewUserland(crs, "alice", course.BasisStudentUser, v1alpha1.TemplateReference{Name: "app"})
-			ul.Name, ul.UID = "alice-app", "uid-1"
+			crs, ul := budgetedStudent()
 			patches := 0
 			c := adversaryTodayClient(t, interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 				patches++
@@ -83,4 +79,15 @@ func TestGrantRetryRechecksTheCourse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// budgetedStudent is a course with a weekly budget and its student
+// alice's environment, which that budget governs.
+func budgetedStudent() (*v1alpha1.Course, *v1alpha1.Userland) {
+	crs := testobj.MakeCourse("ns", "class").Students("alice").Template("app", v1alpha1.ProvisionOnSignIn).Obj()
+	crs.UID = "course-1"
+	crs.Spec.Limits.Budget = &v1alpha1.BudgetSpec{Hours: 10, Period: v1alpha1.BudgetWeek}
+	ul := course.NewUserland(crs, "alice", course.BasisStudentUser, v1alpha1.TemplateReference{Name: "app"})
+	ul.Name, ul.UID = "alice-app", "uid-1"
+	return crs, ul
 }
