@@ -121,9 +121,14 @@ type reconcileState struct {
 	// rolloutDecided is whether the Deployment phase decided UpToDate
 	// (Status.UpdatePending holds the decision).
 	rolloutDecided bool
-	// recheck is when to look again at a child created but not yet seen
-	// in the cache (zero: no such child).
+	// recheck is when to look again at what the cache does not show yet:
+	// a child created, or a template the API server already has (zero:
+	// nothing awaited).
 	recheck time.Duration
+	// cacheBehind is set when the cache lacks the template the API server
+	// has (a Userland created just after its template): what the phases
+	// found is the cache's lag, not the truth, so no status is written.
+	cacheBehind bool
 }
 
 // finding is a reason and message a phase found for the Ready condition.
@@ -150,6 +155,12 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 	s := &reconcileState{ul: current.DeepCopy(), now: r.Clock.Now()}
 	s.conditions = reconcile.NewConditions(&s.ul.Status.Conditions, s.ul.Generation, r.Clock)
 	defer func() {
+		if s.cacheBehind && retErr == nil {
+			// Telling the user that a template which exists is missing
+			// would be false, and a new environment's first status would
+			// be spent on it; the template's event or recheck comes soon.
+			return
+		}
 		if retErr == nil {
 			s.ul.Status.ObservedGeneration = s.ul.Generation
 		}
@@ -197,6 +208,14 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	t, err := templates.Resolve(ctx, r.Client, s.ul)
 	if apierrors.IsNotFound(err) {
+		behind, err := r.cacheLacksTemplate(ctx, s.ul)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if behind {
+			s.cacheBehind, s.recheck = true, cacheLagRecheck
+			return ctrl.Result{}, reconcile.Waiting(v1alpha1.ReasonTemplateNotFound, "waiting for the cache to show the template")
+		}
 		ref := s.ul.Spec.TemplateRef
 		s.conditions.False(v1alpha1.ConditionTemplateResolved, v1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("%s %q does not exist", ref.Kind, ref.Name))
@@ -215,6 +234,28 @@ func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileSt
 	s.ul.Status.DisplayName = cmp.Or(t.Spec.DisplayName, t.Name)
 	s.ul.Status.URL = r.Routes.URL(s.ul.Namespace, s.ul.Name, naming.Routing(t.Spec.HTTP.Routing, r.Routes.Domain != ""))
 	return ctrl.Result{}, nil
+}
+
+// cacheLagRecheck is when a reconcile that found the cache behind the API
+// server looks again, should the template's own event be lost.
+const cacheLagRecheck = time.Second
+
+// cacheLacksTemplate asks the API server whether ul's template, which the
+// cache does not show, exists after all. One read, and only when the cache
+// says "not found": a Userland whose template really is missing reconciles
+// on events alone.
+func (r *UserlandReconciler) cacheLacksTemplate(ctx context.Context, ul *v1alpha1.Userland) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	_, err := templates.Resolve(ctx, r.APIReader, ul)
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("confirming that the template of %s/%s is missing: %w", ul.Namespace, ul.Name, err)
 }
 
 // observe reads the current Deployment and Pods from the cache.
