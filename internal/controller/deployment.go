@@ -151,7 +151,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		return pod, true, d.RequeueAfter, nil
 	}
 	if d.Restart {
-		r.inflight.add(s.template.Key, key, s.now)
+		r.inflight.add(s.template.Key, key, s.now, desired.Annotations[AnnotationTemplateHash])
 	}
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)

@@ -27,26 +27,42 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		return false, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
 	}
 	running, unavailable := 0, 0
+	// cached is the pod template hash of the Deployment the cache shows
+	// for each listed sibling; counted are those it shows unavailable.
+	cached := map[types.NamespacedName]string{}
 	counted := map[types.NamespacedName]bool{}
 	for i := range siblings.Items {
 		sib := &siblings.Items[i]
+		key := client.ObjectKeyFromObject(sib)
 		var dep appsv1.Deployment
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(sib), &dep); err != nil {
+		if err := r.Client.Get(ctx, key, &dep); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
 			return false, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
 		}
+		cached[key] = dep.Spec.Template.Annotations[AnnotationTemplateHash]
 		if dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 {
 			continue
 		}
 		running++
 		if !rolledOut(&dep) {
 			unavailable++
-			counted[client.ObjectKeyFromObject(sib)] = true
+			counted[key] = true
 		}
 	}
-	unavailable += r.inflight.count(s.template.Key, s.now, counted)
+	self := client.ObjectKeyFromObject(s.ul)
+	unavailable += r.inflight.count(s.template.Key, s.now, func(name types.NamespacedName, hash string) bool {
+		seen, listed := cached[name]
+		// Not counted here: the environment deciding (its own restart is
+		// what is decided, and a write that failed must not block its
+		// retry); one the cache already counts; one whose Deployment the
+		// cache shows with the restart's pod template (rolledOut tells its
+		// availability from then on, so a finished restart frees its place
+		// at once); and one no longer listed (deleted, or moved to another
+		// template).
+		return name == self || counted[name] || !listed || seen == hash
+	})
 	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
 	if err != nil {
 		return false, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
@@ -65,39 +81,50 @@ type rolloutTracker struct {
 	// both take the last free slot.
 	decide   sync.Mutex
 	mu       sync.Mutex
-	restarts map[string]map[types.NamespacedName]time.Time
+	restarts map[string]map[types.NamespacedName]restart
+}
+
+// restart is one Immediate restart started here: when, and the hash of the
+// pod template it applies (a Deployment the cache shows with it has been
+// seen restarted).
+type restart struct {
+	at   time.Time
+	hash string
 }
 
 // inflightExpiry bounds how long a restart counts against the budget if its
 // environment never becomes ready (it then counts through the cache).
 const inflightExpiry = 10 * time.Minute
 
-func (t *rolloutTracker) count(template string, now time.Time, exclude map[types.NamespacedName]bool) int {
+// count is how many of template's restarts still count, leaving out those
+// skip says the cache accounts for.
+func (t *rolloutTracker) count(template string, now time.Time, skip func(name types.NamespacedName, hash string) bool) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for name, at := range t.restarts[template] {
-		if now.Sub(at) > inflightExpiry {
+	for name, rs := range t.restarts[template] {
+		if now.Sub(rs.at) > inflightExpiry {
 			delete(t.restarts[template], name)
 			continue
 		}
-		if !exclude[name] {
+		if skip == nil || !skip(name, rs.hash) {
 			n++
 		}
 	}
 	return n
 }
 
-func (t *rolloutTracker) add(template string, name types.NamespacedName, now time.Time) {
+// add records a restart of name to the pod template of hash.
+func (t *rolloutTracker) add(template string, name types.NamespacedName, now time.Time, hash string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.restarts == nil {
-		t.restarts = map[string]map[types.NamespacedName]time.Time{}
+		t.restarts = map[string]map[types.NamespacedName]restart{}
 	}
 	if t.restarts[template] == nil {
-		t.restarts[template] = map[types.NamespacedName]time.Time{}
+		t.restarts[template] = map[types.NamespacedName]restart{}
 	}
-	t.restarts[template][name] = now
+	t.restarts[template][name] = restart{at: now, hash: hash}
 }
 
 func (t *rolloutTracker) done(template string, name types.NamespacedName) {

@@ -43,12 +43,28 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		}
 		return []client.Object{ul, dep}
 	}
+	// restarted is a sibling whose Deployment the cache shows with the
+	// pod template its recorded restart applies ("new").
+	restarted := func(objs []client.Object) []client.Object {
+		dep := objs[1].(*appsv1.Deployment)
+		dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "new"}
+		return objs
+	}
+	// eight is eight running siblings, a unavailable and the rest
+	// available: 25% leaves room for one more restart.
+	eight := func() [][]client.Object {
+		return [][]client.Object{env("a", true, false), env("b", true, true), env("c", true, true), env("d", true, true),
+			env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)}
+	}
 	tests := []struct {
 		name           string
 		maxUnavailable intstr.IntOrString
 		envs           [][]client.Object
 		inflight       []string
-		want           bool
+		// deciding is the environment the decision is for; "new" (not
+		// listed) when empty.
+		deciding string
+		want     bool
 	}{
 		{
 			name: "25% of 8 running is 2; one unavailable leaves room", maxUnavailable: intstr.FromString("25%"),
@@ -86,6 +102,26 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			envs: [][]client.Object{env("a", true, false), env("b", true, false), env("c", true, false), env("d", true, true)},
 			want: false,
 		},
+		{
+			name: "the deciding environment's own restart (a write that failed) does not block its retry", maxUnavailable: intstr.FromString("25%"),
+			envs: eight(), inflight: []string{"b"}, deciding: "b",
+			want: true,
+		},
+		{
+			name: "a restart the cache shows finished frees its place before its own reconcile", maxUnavailable: intstr.FromString("25%"),
+			envs: append(eight()[:7], restarted(env("h", true, true))), inflight: []string{"h"},
+			want: true,
+		},
+		{
+			name: "a restart the cache shows started but not finished counts once", maxUnavailable: intstr.FromString("25%"),
+			envs: append(eight()[:7], restarted(env("h", true, false))), inflight: []string{"h"},
+			want: false,
+		},
+		{
+			name: "a deleted environment's restart does not count", maxUnavailable: intstr.FromString("25%"),
+			envs: eight(), inflight: []string{"gone"},
+			want: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,10 +133,14 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "t")
 			r := &UserlandReconciler{Client: b.Build()}
 			for _, name := range tt.inflight {
-				r.inflight.add(key, types.NamespacedName{Namespace: ns, Name: name}, now)
+				r.inflight.add(key, types.NamespacedName{Namespace: ns, Name: name}, now, "new")
+			}
+			deciding := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tt.deciding}}
+			if tt.deciding == "" {
+				deciding.Name = "new"
 			}
 			spec := &v1alpha1.TemplateSpec{Rollout: v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate, MaxUnavailable: &tt.maxUnavailable}}
-			s := &reconcileState{now: now, template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
+			s := &reconcileState{ul: deciding, now: now, template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
 			got, err := r.budgetAvailable(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
@@ -112,7 +152,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 	}
 	// An inflight restart stops counting once it expires.
 	var tr rolloutTracker
-	tr.add("k", types.NamespacedName{Name: "x"}, now)
+	tr.add("k", types.NamespacedName{Name: "x"}, now, "new")
 	if got := tr.count("k", now.Add(inflightExpiry+time.Second), nil); got != 0 {
 		t.Errorf("an expired restart still counts: %d", got)
 	}
