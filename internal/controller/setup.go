@@ -176,6 +176,10 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A sibling becoming available frees Immediate rollout budget.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(deploymentSeenChanged)).
+		// One deleted frees any budget it held: its Deployment and its
+		// restart stop counting once it is no longer listed, and its
+		// Deployment's own events can no longer name the template.
+		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfDeleted), builder.WithPredicates(onlyDeleted)).
 		// One stopping frees a place in its course's queue.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
 		// One joining or leaving a queue moves the others' places.
@@ -287,6 +291,24 @@ func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Obj
 		return nil
 	}
 	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
+}
+
+// pendingSiblingsOfDeleted maps a deleted Userland to those of its
+// template still waiting for an update.
+func (r *UserlandReconciler) pendingSiblingsOfDeleted(ctx context.Context, obj client.Object) []ctrl.Request {
+	ul, ok := obj.(*v1alpha1.Userland)
+	if !ok {
+		return nil
+	}
+	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
+}
+
+// onlyDeleted passes delete events alone.
+var onlyDeleted = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
 }
 
 // userlandOfChild reads, from the cache, the Userland a labelled child
