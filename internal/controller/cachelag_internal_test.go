@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,7 +46,9 @@ func TestTemplateMissingOnlyFromTheCacheWritesNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			now := time.Unix(1_800_000_000, 0)
 			ul := testobj.MakeUserland(ns, "ada", "ada", "t").Obj()
+			ul.CreationTimestamp = metav1.NewTime(now) // new: the cache's lag is what it would be
 			statusWrites := 0
 			cache := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
 				WithObjects(ul).WithStatusSubresource(ul).
@@ -59,7 +62,7 @@ func TestTemplateMissingOnlyFromTheCacheWritesNothing(t *testing.T) {
 			if tt.apiServerHas {
 				api = api.WithObjects(testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj())
 			}
-			r := &UserlandReconciler{Client: cache, APIReader: api.Build(), Clock: clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0))}
+			r := &UserlandReconciler{Client: cache, APIReader: api.Build(), Clock: clocktesting.NewFakePassiveClock(now)}
 			r.status = reconcile.NewStatusPatcher(r.Client, "userland", func(ul *v1alpha1.Userland) *v1alpha1.UserlandStatus { return &ul.Status })
 
 			key := types.NamespacedName{Namespace: ns, Name: "ada"}

@@ -29,11 +29,13 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 	running, unavailable := 0, 0
 	// cached is the pod template hash of the Deployment the cache shows
 	// for each listed sibling; counted are those it shows unavailable.
-	cached := map[types.NamespacedName]string{}
+	cached := make(map[types.NamespacedName]string, len(siblings.Items))
+	listed := make(map[types.NamespacedName]bool, len(siblings.Items))
 	counted := map[types.NamespacedName]bool{}
 	for i := range siblings.Items {
 		sib := &siblings.Items[i]
 		key := client.ObjectKeyFromObject(sib)
+		listed[key] = true
 		var dep appsv1.Deployment
 		if err := r.Client.Get(ctx, key, &dep); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -53,15 +55,16 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 	}
 	self := client.ObjectKeyFromObject(s.ul)
 	unavailable += r.inflight.count(s.template.Key, s.now, func(name types.NamespacedName, hash string) bool {
-		seen, listed := cached[name]
+		seen, shown := cached[name]
 		// Not counted here: the environment deciding (its own restart is
 		// what is decided, and a write that failed must not block its
 		// retry); one the cache already counts; one whose Deployment the
 		// cache shows with the restart's pod template (rolledOut tells its
 		// availability from then on, so a finished restart frees its place
 		// at once); and one no longer listed (deleted, or moved to another
-		// template).
-		return name == self || counted[name] || !listed || seen == hash
+		// template). One listed whose Deployment the cache does not show
+		// (deleted, or its label removed) still counts.
+		return name == self || counted[name] || !listed[name] || (shown && seen == hash)
 	})
 	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
 	if err != nil {

@@ -208,11 +208,7 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	t, err := templates.Resolve(ctx, r.Client, s.ul)
 	if apierrors.IsNotFound(err) {
-		behind, err := r.cacheLacksTemplate(ctx, s.ul)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if behind {
+		if r.cacheLacksTemplate(ctx, s) {
 			s.cacheBehind, s.recheck = true, cacheLagRecheck
 			return ctrl.Result{}, reconcile.Waiting(v1alpha1.ReasonTemplateNotFound, "waiting for the cache to show the template")
 		}
@@ -240,22 +236,31 @@ func (r *UserlandReconciler) resolveTemplate(ctx context.Context, s *reconcileSt
 // server looks again, should the template's own event be lost.
 const cacheLagRecheck = time.Second
 
-// cacheLacksTemplate asks the API server whether ul's template, which the
-// cache does not show, exists after all. One read, and only when the cache
-// says "not found": a Userland whose template really is missing reconciles
-// on events alone.
-func (r *UserlandReconciler) cacheLacksTemplate(ctx context.Context, ul *v1alpha1.Userland) (bool, error) {
-	if r.APIReader == nil {
-		return false, nil
+// cacheLagLimit is how young a Userland must be for a template missing from
+// the cache to be taken for the cache's lag. Past it, or when the API
+// server cannot be asked, the cache's answer stands (TemplateNotFound), so
+// an informer that stopped never leaves an environment without a status
+// or polling once a second for good.
+const cacheLagLimit = 30 * time.Second
+
+// cacheLacksTemplate asks the API server whether the template of a young
+// Userland, which the cache does not show, exists after all. One read per
+// such reconcile, and only when the cache says "not found".
+func (r *UserlandReconciler) cacheLacksTemplate(ctx context.Context, s *reconcileState) bool {
+	if r.APIReader == nil || s.now.Sub(s.ul.CreationTimestamp.Time) > cacheLagLimit {
+		return false
 	}
-	_, err := templates.Resolve(ctx, r.APIReader, ul)
+	_, err := templates.Resolve(ctx, r.APIReader, s.ul)
 	switch {
 	case err == nil:
-		return true, nil
-	case apierrors.IsNotFound(err):
-		return false, nil
+		ctrl.LoggerFrom(ctx).V(1).Info("template not in the cache yet; status held", "template", s.ul.Spec.TemplateRef.Name)
+		return true
+	case !apierrors.IsNotFound(err):
+		// The API server's words stay in the log, not in a status anyone
+		// who reads the Userland sees.
+		ctrl.LoggerFrom(ctx).Error(err, "confirming that a template is missing; the cache's answer stands", "template", s.ul.Spec.TemplateRef.Name)
 	}
-	return false, fmt.Errorf("confirming that the template of %s/%s is missing: %w", ul.Namespace, ul.Name, err)
+	return false
 }
 
 // observe reads the current Deployment and Pods from the cache.
