@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/reconcile"
 	"github.com/userland-dev/userland/internal/templates"
 	"github.com/userland-dev/userland/internal/testobj"
 )
@@ -117,26 +116,6 @@ func TestAdversaryToday4ListedButNotCachedRestartStillCounts(t *testing.T) {
 	}
 }
 
-// adv4Reconciler reconciles one new Userland ("ada", created at adv4Now,
-// template "t") whose cache holds no template, against an API server
-// reader; it counts status writes.
-func adv4Reconciler(api client.Reader, clk *clocktesting.FakeClock) (*UserlandReconciler, *int) {
-	ul := testobj.MakeUserland(adv4NS, "ada", "ada", "t").Obj()
-	ul.CreationTimestamp = metav1.NewTime(adv4Now)
-	writes := 0
-	cache := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
-		WithObjects(ul).WithStatusSubresource(ul).
-		WithInterceptorFuncs(interceptor.Funcs{
-			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-				writes++
-				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-			},
-		}).Build()
-	r := &UserlandReconciler{Client: cache, APIReader: api, Clock: clk}
-	r.status = reconcile.NewStatusPatcher(r.Client, "userland", func(ul *v1alpha1.Userland) *v1alpha1.UserlandStatus { return &ul.Status })
-	return r, &writes
-}
-
 // A cache that never shows a template the API server has (an informer that
 // stopped) is waited for only while the Userland is young: after
 // cacheLagLimit the cache's answer stands, TemplateNotFound is written
@@ -153,7 +132,7 @@ func TestAdversaryToday4CacheBehindIsWaitedForBoundedly(t *testing.T) {
 			},
 		}).Build()
 	clk := clocktesting.NewFakeClock(adv4Now)
-	r, writes := adv4Reconciler(api, clk)
+	r, writes := newCacheMissReconciler(api, clk)
 	key := types.NamespacedName{Namespace: adv4NS, Name: "ada"}
 	rounds := 0
 	for ; rounds < 600; rounds++ { // at most ten minutes of rechecks
@@ -191,7 +170,7 @@ func TestAdversaryToday4APIErrorLeavesTemplateNotFound(t *testing.T) {
 				return apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource("templates").GroupResource(), key.Name, errForbiddenSA)
 			},
 		}).Build()
-	r, _ := adv4Reconciler(api, clocktesting.NewFakeClock(adv4Now))
+	r, _ := newCacheMissReconciler(api, clocktesting.NewFakeClock(adv4Now))
 	key := types.NamespacedName{Namespace: adv4NS, Name: "ada"}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 		t.Fatalf("reconcile: %v", err)

@@ -46,32 +46,18 @@ func TestTemplateMissingOnlyFromTheCacheWritesNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			now := time.Unix(1_800_000_000, 0)
-			ul := testobj.MakeUserland(ns, "ada", "ada", "t").Obj()
-			ul.CreationTimestamp = metav1.NewTime(now) // new: the cache's lag is what it would be
-			statusWrites := 0
-			cache := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
-				WithObjects(ul).WithStatusSubresource(ul).
-				WithInterceptorFuncs(interceptor.Funcs{
-					SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-						statusWrites++
-						return c.SubResource(sub).Patch(ctx, obj, p, opts...)
-					},
-				}).Build()
 			api := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme())
 			if tt.apiServerHas {
 				api = api.WithObjects(testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj())
 			}
-			r := &UserlandReconciler{Client: cache, APIReader: api.Build(), Clock: clocktesting.NewFakePassiveClock(now)}
-			r.status = reconcile.NewStatusPatcher(r.Client, "userland", func(ul *v1alpha1.Userland) *v1alpha1.UserlandStatus { return &ul.Status })
-
+			r, statusWrites := newCacheMissReconciler(api.Build(), clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0)))
 			key := types.NamespacedName{Namespace: ns, Name: "ada"}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
 			if err != nil {
 				t.Fatalf("reconcile: %v", err)
 			}
 			var got v1alpha1.Userland
-			if err := cache.Get(context.Background(), key, &got); err != nil {
+			if err := r.Client.Get(context.Background(), key, &got); err != nil {
 				t.Fatal(err)
 			}
 			type outcome struct {
@@ -80,9 +66,29 @@ func TestTemplateMissingOnlyFromTheCacheWritesNothing(t *testing.T) {
 				Writes  int
 			}
 			want := outcome{tt.wantRequeue, tt.wantPhase, tt.wantWrites}
-			if diff := cmp.Diff(want, outcome{res.RequeueAfter, got.Status.Phase, statusWrites}); diff != "" {
+			if diff := cmp.Diff(want, outcome{res.RequeueAfter, got.Status.Phase, *statusWrites}); diff != "" {
 				t.Errorf("after one reconcile (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// newCacheMissReconciler reconciles one new Userland (namespace "class",
+// "ada", template "t", created now by clk) whose cache holds no template,
+// with api as the API server's reader; it counts status writes.
+func newCacheMissReconciler(api client.Reader, clk *clocktesting.FakeClock) (*UserlandReconciler, *int) {
+	ul := testobj.MakeUserland("class", "ada", "ada", "t").Obj()
+	ul.CreationTimestamp = metav1.NewTime(clk.Now())
+	writes := 0
+	cache := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
+		WithObjects(ul).WithStatusSubresource(ul).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				writes++
+				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+			},
+		}).Build()
+	r := &UserlandReconciler{Client: cache, APIReader: api, Clock: clk}
+	r.status = reconcile.NewStatusPatcher(r.Client, "userland", func(ul *v1alpha1.Userland) *v1alpha1.UserlandStatus { return &ul.Status })
+	return r, &writes
 }
