@@ -51,6 +51,13 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "new"}
 		return objs
 	}
+	// unobserved is a sibling whose Deployment the cache shows written
+	// (generation 2) but not yet observed by the Deployment controller: its
+	// status, still the old pod's, says available.
+	unobserved := func(objs []client.Object) []client.Object {
+		objs[1].(*appsv1.Deployment).Generation = 2
+		return objs
+	}
 	// eight is eight running siblings, a unavailable and the rest
 	// available: 25% leaves room for one more restart.
 	eight := func() [][]client.Object {
@@ -116,6 +123,16 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		{
 			name: "a restart the cache shows started but not finished counts once", maxUnavailable: intstr.FromString("25%"),
 			envs: append(eight()[:7], restarted(env("h", true, false))), inflight: []string{"h"},
+			want: false,
+		},
+		{
+			name: "a restart the cache shows written but not yet observed counts once", maxUnavailable: intstr.FromString("25%"),
+			envs: append(eight()[:7], unobserved(restarted(env("h", true, true)))), inflight: []string{"h"},
+			want: false,
+		},
+		{
+			name: "a listed environment whose Deployment the cache does not show (label removed) still counts its restart", maxUnavailable: intstr.FromString("25%"),
+			envs: append(eight()[:7], env("h", true, true)[:1]), inflight: []string{"h"},
 			want: false,
 		},
 		{
