@@ -197,7 +197,8 @@ func setupWith(t *testing.T, options func(*gateway.Options), mutate func(*gatewa
 	dir := t.TempDir()
 	usersFile := filepath.Join(dir, "users.yaml")
 	users := ""
-	for _, u := range []struct{ name, email, group string }{{"alice", "", ""}, {"bob", "", ""}, {"root", "", "admins"}, {"carol", "carol@uni.example.ac.jp", ""}} {
+	for _, u := range []struct{ name, email, group string }{{"alice", "", ""}, {"bob", "", ""}, {"root", "", "admins"}, {"carol", "carol@uni.example.ac.jp", ""},
+		{"oliver", "oliver@once.example.ac.jp", ""}} {
 		users += fmt.Sprintf("  - name: %s\n    passwordHash: %q\n", u.name, hashPW(t, u.name+"-pw"))
 		if u.email != "" {
 			users += fmt.Sprintf("    email: %s\n", u.email)
@@ -597,23 +598,26 @@ func TestTrustedHeaderOnlyFromTrustedSources(t *testing.T) {
 	}
 }
 
+// TestSignInAutoProvisionsOncePerTemplate: oliver and his domain are in
+// no other test's courses or templates, so his sign-ins reach only this
+// test's namespace.
 func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
 	ctx := context.Background()
-	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").AutoProvision("uni.example.ac.jp").Obj()
+	lab := testobj.MakeTemplate(f.ns, "lab").Container("web").AutoProvision("once.example.ac.jp").Obj()
 	if err := env.Client.Create(ctx, lab); err != nil {
 		t.Fatal(err)
 	}
 	// The gateway reads templates from its cache.
 	f.waitCached(t, lab)
 
-	signIn(t, browser(t), f.gateway.URL, "carol", "carol-pw")
+	signIn(t, browser(t), f.gateway.URL, "oliver", "oliver-pw")
 	// Concurrent sign-ins, as from several replicas, create nothing more.
 	done := make(chan error, 5)
 	for range 5 {
 		go func() {
-			_, err := f.server.Provisioner.Provision(ctx, session.Identity{User: "carol", Email: "carol@uni.example.ac.jp"})
+			_, err := f.server.Provisioner.Provision(ctx, session.Identity{User: "oliver", Email: "oliver@once.example.ac.jp"})
 			done <- err
 		}()
 	}
@@ -633,7 +637,7 @@ func TestSignInAutoProvisionsOncePerTemplate(t *testing.T) {
 		t.Fatalf("%d auto-provisioned Userlands, want exactly one", len(list.Items))
 	}
 	ul := list.Items[0]
-	if ul.Spec.User != "carol" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != "carol-lab" {
+	if ul.Spec.User != "oliver" || ul.Spec.TemplateRef.Name != "lab" || ul.Name != "oliver-lab" {
 		t.Errorf("provisioned %s for %q from %s", ul.Name, ul.Spec.User, ul.Spec.TemplateRef.Name)
 	}
 }

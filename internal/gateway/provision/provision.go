@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -144,6 +146,12 @@ func (p *Provisioner) Create(ctx context.Context, id session.Identity, c Candida
 	}
 	ul.Labels["userland.dev/auto-provisioned"] = "true"
 	name, created, err := userlands.Create(ctx, p.Reader, p.Writer, ul, client.FieldOwner("userland-gateway"))
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace, its templates and courses are being deleted:
+		// there is nothing to provision there, and no reason to fail the
+		// user's sign-in (or their environments elsewhere) over it.
+		return false, nil
+	}
 	if err != nil || !created {
 		// Existing: nothing to do. A course never adopts the user's
 		// other environments.
