@@ -122,7 +122,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	key := types.NamespacedName{Namespace: s.ul.Namespace, Name: s.ul.Name}
 	if !outdated {
 		if rolledOut(s.dep) {
-			r.inflight.done(s.template.Key, key)
+			r.inflight.done(key, current)
 		}
 		return desired, false, 0, nil
 	}
@@ -151,7 +151,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		return pod, true, d.RequeueAfter, nil
 	}
 	if d.Restart {
-		r.inflight.add(s.template.Key, key, s.now, desired.Annotations[AnnotationTemplateHash])
+		r.inflight.add(key, s.now, desired.Annotations[AnnotationTemplateHash])
 	}
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)

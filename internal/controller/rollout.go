@@ -54,15 +54,15 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		}
 	}
 	self := client.ObjectKeyFromObject(s.ul)
-	unavailable += r.inflight.count(s.template.Key, s.now, func(name types.NamespacedName, hash string) bool {
+	unavailable += r.inflight.count(s.now, func(name types.NamespacedName, hash string) bool {
 		seen, shown := cached[name]
 		// Not counted here: the environment deciding (its own restart is
 		// what is decided, and a write that failed must not block its
 		// retry); one the cache already counts; one whose Deployment the
 		// cache shows with the restart's pod template (rolledOut tells its
 		// availability from then on, so a finished restart frees its place
-		// at once); and one no longer listed (deleted, or moved to another
-		// template). One listed whose Deployment the cache does not show
+		// at once); and one not listed under this template (another
+		// template's, deleted, or moved away). One listed whose Deployment the cache does not show
 		// (deleted, or its label removed) still counts.
 		return name == self || counted[name] || !listed[name] || (shown && seen == hash)
 	})
@@ -78,13 +78,15 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 
 // rolloutTracker remembers Immediate restarts this process started and whose
 // Deployment may not show in the cache yet, so concurrent reconciles never
-// exceed maxUnavailable.
+// exceed maxUnavailable. Restarts are keyed by environment, not template:
+// an environment moved to another template while its restart is in flight
+// counts against the template it is listed under now.
 type rolloutTracker struct {
 	// decide serialises Immediate budget decisions, so two workers cannot
 	// both take the last free slot.
 	decide   sync.Mutex
 	mu       sync.Mutex
-	restarts map[string]map[types.NamespacedName]restart
+	restarts map[types.NamespacedName]restart
 }
 
 // restart is one Immediate restart started here: when, and the hash of the
@@ -99,15 +101,15 @@ type restart struct {
 // environment never becomes ready (it then counts through the cache).
 const inflightExpiry = 10 * time.Minute
 
-// count is how many of template's restarts still count, leaving out those
-// skip says the cache accounts for.
-func (t *rolloutTracker) count(template string, now time.Time, skip func(name types.NamespacedName, hash string) bool) int {
+// count is how many restarts still count, leaving out those skip says do
+// not (another template's, or ones the cache accounts for).
+func (t *rolloutTracker) count(now time.Time, skip func(name types.NamespacedName, hash string) bool) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for name, rs := range t.restarts[template] {
+	for name, rs := range t.restarts {
 		if now.Sub(rs.at) > inflightExpiry {
-			delete(t.restarts[template], name)
+			delete(t.restarts, name)
 			continue
 		}
 		if skip == nil || !skip(name, rs.hash) {
@@ -117,21 +119,25 @@ func (t *rolloutTracker) count(template string, now time.Time, skip func(name ty
 	return n
 }
 
-// add records a restart of name to the pod template of hash.
-func (t *rolloutTracker) add(template string, name types.NamespacedName, now time.Time, hash string) {
+// add records a restart of name to the pod template of hash, replacing
+// any earlier one of name (one environment is one unavailable place).
+func (t *rolloutTracker) add(name types.NamespacedName, now time.Time, hash string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.restarts == nil {
-		t.restarts = map[string]map[types.NamespacedName]restart{}
+		t.restarts = map[types.NamespacedName]restart{}
 	}
-	if t.restarts[template] == nil {
-		t.restarts[template] = map[types.NamespacedName]restart{}
-	}
-	t.restarts[template][name] = restart{at: now, hash: hash}
+	t.restarts[name] = restart{at: now, hash: hash}
 }
 
-func (t *rolloutTracker) done(template string, name types.NamespacedName) {
+// done forgets name's restart once its Deployment is seen rolled out at
+// hash. A different hash leaves it: the cache may still show the pod
+// template from before the restart (a change reverted within the cache's
+// lag), and the restart written since has not been seen, let alone done.
+func (t *rolloutTracker) done(name types.NamespacedName, hash string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.restarts[template], name)
+	if rs, ok := t.restarts[name]; ok && rs.hash == hash {
+		delete(t.restarts, name)
+	}
 }

@@ -151,7 +151,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "t")
 			r := &UserlandReconciler{Client: b.Build()}
 			for _, name := range tt.inflight {
-				r.inflight.add(key, types.NamespacedName{Namespace: ns, Name: name}, now, "new")
+				r.inflight.add(types.NamespacedName{Namespace: ns, Name: name}, now, "new")
 			}
 			deciding := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tt.deciding}}
 			if tt.deciding == "" {
@@ -170,9 +170,41 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 	}
 	// An inflight restart stops counting once it expires.
 	var tr rolloutTracker
-	tr.add("k", types.NamespacedName{Name: "x"}, now, "new")
-	if got := tr.count("k", now.Add(inflightExpiry+time.Second), nil); got != 0 {
+	tr.add(types.NamespacedName{Name: "x"}, now, "new")
+	if got := tr.count(now.Add(inflightExpiry+time.Second), nil); got != 0 {
 		t.Errorf("an expired restart still counts: %d", got)
+	}
+}
+
+// TestRestartInFlightIsDoneOnlyAtItsOwnPodTemplate: a template changed and
+// changed back within the cache's lag leaves the cache showing the old pod
+// template, rolled out, while a restart to the new one was written. That
+// sighting must not end the restart's count, or a second restart could be
+// applied beside it without a budget check.
+func TestRestartInFlightIsDoneOnlyAtItsOwnPodTemplate(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	x := types.NamespacedName{Namespace: "class", Name: "x"}
+	tests := []struct {
+		name   string
+		doneAt []string
+		want   int
+	}{
+		{name: "not yet seen", want: 1},
+		{name: "seen at the pod template from before the restart", doneAt: []string{"old"}, want: 1},
+		{name: "seen at its own pod template", doneAt: []string{"old", "new"}, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tr rolloutTracker
+			tr.add(x, now, "new")
+			for _, hash := range tt.doneAt {
+				tr.done(x, hash)
+			}
+			if diff := cmp.Diff(tt.want, tr.count(now, nil)); diff != "" {
+				t.Errorf("restarts counted (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
