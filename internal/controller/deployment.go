@@ -138,20 +138,23 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		WasRunning: wasRunning, Running: s.running,
 		Now: s.now, LastActive: lastActive, IdleAfter: r.RolloutIdleAfter,
 	}
+	var budgetRecheck time.Duration
 	if in.Policy == v1alpha1.RolloutImmediate && wasRunning && s.running {
 		r.inflight.decide.Lock()
 		defer r.inflight.decide.Unlock()
-		if in.BudgetAvailable, err = r.budgetAvailable(ctx, s); err != nil {
+		if in.BudgetAvailable, budgetRecheck, err = r.budgetAvailable(ctx, s); err != nil {
 			return pod, false, 0, err
 		}
 	}
 	d := DecideRollout(in)
 	if !d.Apply {
 		r.Metrics.rolloutDeferred()
-		return pod, true, d.RequeueAfter, nil
+		// A restart in flight that expires frees its place with no
+		// Deployment event to say so: look again then.
+		return pod, true, reconcile.LowestRequeue(ctrl.Result{RequeueAfter: d.RequeueAfter}, ctrl.Result{RequeueAfter: budgetRecheck}).RequeueAfter, nil
 	}
 	if d.Restart {
-		r.inflight.add(key, s.now, desired.Annotations[AnnotationTemplateHash])
+		r.inflight.add(key, s.now, current)
 	}
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)

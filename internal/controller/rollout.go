@@ -20,11 +20,14 @@ import (
 // running environments keeps the unavailable ones within maxUnavailable.
 // Unavailable counts running environments whose Deployment is not available
 // (from the cache) plus restarts started here that the cache may not show.
-func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileState) (bool, error) {
+// When the answer is no, recheck is when the soonest of those restarts
+// stops counting by expiry (zero if none does): no Deployment event may
+// come to say so.
+func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileState) (ok bool, recheck time.Duration, err error) {
 	var siblings v1alpha1.UserlandList
 	// Read-only: the cache's objects are not copied.
 	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: s.template.Key}, client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
+		return false, 0, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
 	}
 	running, unavailable := 0, 0
 	// cached is the pod template hash of the Deployment the cache shows
@@ -41,7 +44,7 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return false, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
+			return false, 0, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
 		}
 		cached[key] = dep.Spec.Template.Annotations[AnnotationTemplateHash]
 		if dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 {
@@ -54,26 +57,35 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		}
 	}
 	self := client.ObjectKeyFromObject(s.ul)
-	unavailable += r.inflight.count(s.now, func(name types.NamespacedName, hash string) bool {
+	inflight, expires := r.inflight.count(s.now, func(name types.NamespacedName, from string) bool {
 		seen, shown := cached[name]
 		// Not counted here: the environment deciding (its own restart is
 		// what is decided, and a write that failed must not block its
 		// retry); one the cache already counts; one whose Deployment the
-		// cache shows with the restart's pod template (rolledOut tells its
-		// availability from then on, so a finished restart frees its place
-		// at once); and one not listed under this template (another
-		// template's, deleted, or moved away). One listed whose Deployment the cache does not show
-		// (deleted, or its label removed) still counts.
-		return name == self || counted[name] || !listed[name] || (shown && seen == hash)
+		// cache shows past the pod template the restart replaced
+		// (rolledOut tells its availability from then on, so a finished
+		// restart frees its place at once, and so does one superseded by
+		// a later write); and one not listed under this template (another
+		// template's, deleted, or moved away). One listed whose Deployment
+		// the cache does not show (deleted, or its label removed) still
+		// counts.
+		return name == self || counted[name] || !listed[name] || (shown && seen != from)
 	})
+	unavailable += inflight
 	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
 	if err != nil {
-		return false, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
+		return false, 0, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
 	}
 	maxUnavailable = max(maxUnavailable, 1)
 	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.Key,
 		"running", running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
-	return unavailable < maxUnavailable, nil
+	if unavailable < maxUnavailable {
+		return true, 0, nil
+	}
+	if !expires.IsZero() {
+		recheck = expires.Sub(s.now)
+	}
+	return false, recheck, nil
 }
 
 // rolloutTracker remembers Immediate restarts this process started and whose
@@ -90,11 +102,11 @@ type rolloutTracker struct {
 }
 
 // restart is one Immediate restart started here: when, and the hash of the
-// pod template it applies (a Deployment the cache shows with it has been
-// seen restarted).
+// pod template it replaced. A Deployment the cache shows with any other pod
+// template has been seen written (by this restart or a later one).
 type restart struct {
 	at   time.Time
-	hash string
+	from string
 }
 
 // inflightExpiry bounds how long a restart counts against the budget if its
@@ -102,42 +114,63 @@ type restart struct {
 const inflightExpiry = 10 * time.Minute
 
 // count is how many restarts still count, leaving out those skip says do
-// not (another template's, or ones the cache accounts for).
-func (t *rolloutTracker) count(now time.Time, skip func(name types.NamespacedName, hash string) bool) int {
+// not (another template's, or ones the cache accounts for), and when the
+// soonest of those counted expires (zero if none is counted).
+func (t *rolloutTracker) count(now time.Time, skip func(name types.NamespacedName, from string) bool) (n int, expires time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
+	t.sweep(now)
 	for name, rs := range t.restarts {
-		if now.Sub(rs.at) > inflightExpiry {
-			delete(t.restarts, name)
+		if skip != nil && skip(name, rs.from) {
 			continue
 		}
-		if skip == nil || !skip(name, rs.hash) {
-			n++
+		n++
+		if at := rs.at.Add(inflightExpiry); expires.IsZero() || at.Before(expires) {
+			expires = at
 		}
 	}
-	return n
+	return n, expires
 }
 
-// add records a restart of name to the pod template of hash, replacing
-// any earlier one of name (one environment is one unavailable place).
-func (t *rolloutTracker) add(name types.NamespacedName, now time.Time, hash string) {
+// sweep drops expired restarts; t.mu is held.
+func (t *rolloutTracker) sweep(now time.Time) {
+	for name, rs := range t.restarts {
+		// At the expiry itself, so a recheck timed to it finds it gone.
+		if !now.Before(rs.at.Add(inflightExpiry)) {
+			delete(t.restarts, name)
+		}
+	}
+}
+
+// add records a restart of name away from the pod template of from,
+// replacing any earlier one of name (one environment is one unavailable
+// place). It sweeps expired ones too, so restarts of environments whose
+// templates never decide a budget do not pile up.
+func (t *rolloutTracker) add(name types.NamespacedName, now time.Time, from string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.restarts == nil {
 		t.restarts = map[types.NamespacedName]restart{}
 	}
-	t.restarts[name] = restart{at: now, hash: hash}
+	t.sweep(now)
+	t.restarts[name] = restart{at: now, from: from}
 }
 
 // done forgets name's restart once its Deployment is seen rolled out at
-// hash. A different hash leaves it: the cache may still show the pod
-// template from before the restart (a change reverted within the cache's
-// lag), and the restart written since has not been seen, let alone done.
+// hash, unless hash is the pod template the restart replaced: the cache
+// may still show that (a change reverted within the cache's lag), and the
+// restart written since has not been seen, let alone done.
 func (t *rolloutTracker) done(name types.NamespacedName, hash string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if rs, ok := t.restarts[name]; ok && rs.hash == hash {
+	if rs, ok := t.restarts[name]; ok && rs.from != hash {
 		delete(t.restarts, name)
 	}
+}
+
+// forget drops name's restart: its environment is gone.
+func (t *rolloutTracker) forget(name types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.restarts, name)
 }

@@ -37,6 +37,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		}
 		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1},
 			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)}}
+		dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "old"}
 		dep.Status.ObservedGeneration = 1
 		if available {
 			dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: replicas, UpdatedReplicas: replicas, AvailableReplicas: replicas,
@@ -44,13 +45,15 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		}
 		return []client.Object{ul, dep}
 	}
-	// restarted is a sibling whose Deployment the cache shows with the
-	// pod template its recorded restart applies ("new").
-	restarted := func(objs []client.Object) []client.Object {
+	// restarted is a sibling whose Deployment the cache shows with a pod
+	// template other than the one its recorded restart replaced ("old"):
+	// the restart's own ("new"), or a later write's.
+	restartedTo := func(hash string, objs []client.Object) []client.Object {
 		dep := objs[1].(*appsv1.Deployment)
-		dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "new"}
+		dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: hash}
 		return objs
 	}
+	restarted := func(objs []client.Object) []client.Object { return restartedTo("new", objs) }
 	// unobserved is a sibling whose Deployment the cache shows written
 	// (generation 2) but not yet observed by the Deployment controller: its
 	// status, still the old pod's, says available.
@@ -73,6 +76,9 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		// listed) when empty.
 		deciding string
 		want     bool
+		// wantRecheck is when a refusal is looked at again: the expiry of
+		// the in-flight restarts counted, if any.
+		wantRecheck time.Duration
 	}{
 		{
 			name: "25% of 8 running is 2; one unavailable leaves room", maxUnavailable: intstr.FromString("25%"),
@@ -91,7 +97,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			envs: [][]client.Object{env("a", true, false), env("b", true, true), env("c", true, true), env("d", true, true),
 				env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)},
 			inflight: []string{"b"},
-			want:     false,
+			want:     false, wantRecheck: inflightExpiry,
 		},
 		{
 			name: "a restart already unavailable in the cache counts once", maxUnavailable: intstr.FromString("25%"),
@@ -133,7 +139,12 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		{
 			name: "a listed environment whose Deployment the cache does not show (label removed) still counts its restart", maxUnavailable: intstr.FromString("25%"),
 			envs: append(eight()[:7], env("h", true, true)[:1]), inflight: []string{"h"},
-			want: false,
+			want: false, wantRecheck: inflightExpiry,
+		},
+		{
+			name: "a restart superseded by a later write (an explicit restart, a stop and start) frees its place", maxUnavailable: intstr.FromString("25%"),
+			envs: append(eight()[:7], restartedTo("later", env("h", true, true))), inflight: []string{"h"},
+			want: true,
 		},
 		{
 			name: "a deleted environment's restart does not count", maxUnavailable: intstr.FromString("25%"),
@@ -151,7 +162,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "t")
 			r := &UserlandReconciler{Client: b.Build()}
 			for _, name := range tt.inflight {
-				r.inflight.add(types.NamespacedName{Namespace: ns, Name: name}, now, "new")
+				r.inflight.add(types.NamespacedName{Namespace: ns, Name: name}, now, "old")
 			}
 			deciding := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tt.deciding}}
 			if tt.deciding == "" {
@@ -159,52 +170,74 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			}
 			spec := &v1alpha1.TemplateSpec{Rollout: v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate, MaxUnavailable: &tt.maxUnavailable}}
 			s := &reconcileState{ul: deciding, now: now, template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
-			got, err := r.budgetAvailable(context.Background(), s)
+			ok, recheck, err := r.budgetAvailable(context.Background(), s)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("budget available (-want +got):\n%s", diff)
+			type decision struct {
+				Available bool
+				Recheck   time.Duration
+			}
+			if diff := cmp.Diff(decision{tt.want, tt.wantRecheck}, decision{ok, recheck}); diff != "" {
+				t.Errorf("budget (-want +got):\n%s", diff)
 			}
 		})
 	}
-	// An inflight restart stops counting once it expires.
+	// An inflight restart stops counting at its expiry, when the recheck
+	// above comes.
 	var tr rolloutTracker
-	tr.add(types.NamespacedName{Name: "x"}, now, "new")
-	if got := tr.count(now.Add(inflightExpiry+time.Second), nil); got != 0 {
+	tr.add(types.NamespacedName{Name: "x"}, now, "old")
+	if got, _ := tr.count(now.Add(inflightExpiry), nil); got != 0 {
 		t.Errorf("an expired restart still counts: %d", got)
 	}
 }
 
-// TestRestartInFlightIsDoneOnlyAtItsOwnPodTemplate: a template changed and
-// changed back within the cache's lag leaves the cache showing the old pod
-// template, rolled out, while a restart to the new one was written. That
-// sighting must not end the restart's count, or a second restart could be
-// applied beside it without a budget check.
-func TestRestartInFlightIsDoneOnlyAtItsOwnPodTemplate(t *testing.T) {
+// TestRestartInFlightIsDoneOnlyPastThePodTemplateItReplaced: a template
+// changed and changed back within the cache's lag leaves the cache showing
+// the old pod template, rolled out, while a restart to the new one was
+// written. That sighting must not end the restart's count, or a second
+// restart could be applied beside it without a budget check; any other
+// pod template (the restart's own, or a later write's) ends it. A deleted
+// environment's restart is forgotten, and expired ones are swept as new
+// ones are added, so nothing piles up.
+func TestRestartInFlightIsDoneOnlyPastThePodTemplateItReplaced(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	x := types.NamespacedName{Namespace: "class", Name: "x"}
 	tests := []struct {
 		name   string
 		doneAt []string
+		forget bool
 		want   int
 	}{
 		{name: "not yet seen", want: 1},
-		{name: "seen at the pod template from before the restart", doneAt: []string{"old"}, want: 1},
+		{name: "seen at the pod template it replaced", doneAt: []string{"old"}, want: 1},
 		{name: "seen at its own pod template", doneAt: []string{"old", "new"}, want: 0},
+		{name: "seen at a later write's pod template", doneAt: []string{"later"}, want: 0},
+		{name: "its environment deleted", forget: true, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var tr rolloutTracker
-			tr.add(x, now, "new")
+			tr.add(x, now, "old")
 			for _, hash := range tt.doneAt {
 				tr.done(x, hash)
 			}
-			if diff := cmp.Diff(tt.want, tr.count(now, nil)); diff != "" {
+			if tt.forget {
+				tr.forget(x)
+			}
+			got, _ := tr.count(now, nil)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("restarts counted (-want +got):\n%s", diff)
 			}
 		})
+	}
+	var tr rolloutTracker
+	tr.add(x, now, "old")
+	tr.add(types.NamespacedName{Namespace: "class", Name: "y"}, now.Add(inflightExpiry), "old")
+	if diff := cmp.Diff(map[types.NamespacedName]restart{{Namespace: "class", Name: "y"}: {at: now.Add(inflightExpiry), from: "old"}},
+		tr.restarts, cmp.AllowUnexported(restart{})); diff != "" {
+		t.Errorf("restarts kept after an add at x's expiry (-want +got):\n%s", diff)
 	}
 }
 

@@ -142,12 +142,14 @@ func (r *UserlandReconciler) Reconcile(ctx context.Context, req ctrl.Request) (r
 		if apierrors.IsNotFound(err) {
 			r.status.Forget(req.NamespacedName)
 			r.firstStatus.Forget(req.NamespacedName)
+			r.inflight.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !current.DeletionTimestamp.IsZero() {
 		r.status.Forget(req.NamespacedName)
 		r.firstStatus.Forget(req.NamespacedName)
+		r.inflight.forget(req.NamespacedName)
 		// Owned children are garbage-collected; retained claims carry no
 		// owner reference and stay. Nothing to do.
 		return ctrl.Result{}, nil

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/testobj"
 )
@@ -43,7 +44,8 @@ func TestSignInProvisionsPastANamespaceBeingDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n, err := f.server.Provisioner.Provision(ctx, session.Identity{User: "terminating-only", Email: "terminating-only@" + domain})
+	id := session.Identity{User: "terminating-only", Email: "terminating-only@" + domain}
+	n, err := f.server.Provisioner.Provision(ctx, id)
 	if err != nil || n != 1 {
 		t.Fatalf("provisioning past a terminating namespace: %d created, %v; want 1 and no error", n, err)
 	}
@@ -60,4 +62,23 @@ func TestSignInProvisionsPastANamespaceBeingDeleted(t *testing.T) {
 	if diff := cmp.Diff([]string{f.ns + "/terminating-only-lab"}, where); diff != "" {
 		t.Errorf("the user's environments (-want +got):\n%s", diff)
 	}
+
+	// Asked for by name (the dashboard's Create), the dying namespace's
+	// offer is refused with the reason the dashboard names, not a
+	// success that created nothing.
+	candidates, err := f.server.Provisioner.Candidates(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range candidates {
+		if c.Namespace != going {
+			continue
+		}
+		created, err := f.server.Provisioner.Create(ctx, id, c)
+		if created || !provision.NamespaceTerminating(err) {
+			t.Errorf("creating in the namespace being deleted: created %v, %v; want a NamespaceTerminating refusal", created, err)
+		}
+		return
+	}
+	t.Errorf("no candidate from the namespace being deleted among %v", candidates)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
+	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
@@ -145,6 +146,9 @@ func plainError(err error) string {
 	}
 	if errors.Is(err, actions.ErrSuspendedByStaff) {
 		return "An administrator or instructor suspended this environment, so only they can start it again."
+	}
+	if provision.NamespaceTerminating(err) {
+		return "That environment's namespace is being deleted, so nothing can be created there."
 	}
 	if unreachable(err) {
 		return "The cluster could not be reached, so nothing was changed. Try again in a minute."

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/userland-dev/userland/internal/actions"
@@ -18,6 +20,11 @@ func TestPlainErrorSaysWhatToDo(t *testing.T) {
 	refused := &url.Error{Op: "Patch", URL: "https://10.96.0.1/apis/userland.dev/v1alpha1/namespaces/demo/userlands/a",
 		Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}}
 	gr := schema.GroupResource{Group: "userland.dev", Resource: "userlands"}
+	// As the API server's NamespaceLifecycle admission refuses a create
+	// (internal/gateway's TestSignInProvisionsPastANamespaceBeingDeleted
+	// checks a real one is recognised).
+	terminating := apierrors.NewForbidden(gr, "a", errors.New("unable to create new content in namespace demo because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "demo"}}
 	tests := []struct {
 		name string
 		err  error
@@ -27,6 +34,7 @@ func TestPlainErrorSaysWhatToDo(t *testing.T) {
 		{"suspended by staff", actions.ErrSuspendedByStaff, "An administrator or instructor suspended this environment, so only they can start it again."},
 		{"API server down", fmt.Errorf("patching demo/a: %w", refused), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
 		{"API server overloaded", apierrors.NewTooManyRequests("slow down", 1), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
+		{"namespace being deleted", fmt.Errorf("creating userland demo/a: %w", terminating), "That environment's namespace is being deleted, so nothing can be created there."},
 		{"a refusal says why", apierrors.NewConflict(gr, "a", errors.New("the object has been modified")), "The action failed: the object has been modified"},
 	}
 	for _, tt := range tests {

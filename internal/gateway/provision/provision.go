@@ -146,12 +146,6 @@ func (p *Provisioner) Create(ctx context.Context, id session.Identity, c Candida
 	}
 	ul.Labels["userland.dev/auto-provisioned"] = "true"
 	name, created, err := userlands.Create(ctx, p.Reader, p.Writer, ul, client.FieldOwner("userland-gateway"))
-	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-		// The namespace, its templates and courses are being deleted:
-		// there is nothing to provision there, and no reason to fail the
-		// user's sign-in (or their environments elsewhere) over it.
-		return false, nil
-	}
 	if err != nil || !created {
 		// Existing: nothing to do. A course never adopts the user's
 		// other environments.
@@ -180,7 +174,22 @@ func (p *Provisioner) Provision(ctx context.Context, id session.Identity) (int, 
 		if ok {
 			created++
 		}
+		if NamespaceTerminating(err) && c.Ref.Kind != v1alpha1.TemplateKindClusterTemplate {
+			// The namespace, with the template or course that offered
+			// this, is being deleted: there is nothing to provision
+			// there, and no reason to fail the sign-in's other
+			// environments over it. A ClusterTemplate's namespace is
+			// the operator's and does not go with the template, so a
+			// stuck one stays an error.
+			continue
+		}
 		errs = append(errs, err)
 	}
 	return created, errors.Join(errs...)
+}
+
+// NamespaceTerminating reports the API server refusing a create because
+// the namespace is being deleted.
+func NamespaceTerminating(err error) bool {
+	return apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
