@@ -61,6 +61,8 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	result := ctrl.Result{RequeueAfter: d.RequeueAfter}
 	wasRunning := d.WasRunning
 
+	key := client.ObjectKeyFromObject(s.ul)
+	inflightBefore, hadInflight := r.inflight.get(key)
 	pod, pending, requeue, err := r.choosePodTemplate(ctx, s, desiredPod, wasRunning, d.LastActive)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -73,6 +75,12 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		// the Deployment needs no change at all until the rollout is due.
 		return result, nil
 	}
+	if s.dep == nil || s.dep.Spec.Template.Annotations[AnnotationTemplateHash] != pod.Annotations[AnnotationTemplateHash] {
+		// A pod template the cache does not show is written, by any path.
+		// (One it shows already is no write: a revert within the cache's
+		// lag leaves the restart written since in flight.)
+		r.inflight.applying(key, pod.Annotations[AnnotationTemplateHash])
+	}
 	replicas := int32(0)
 	if s.running {
 		replicas = 1
@@ -83,6 +91,11 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		cached = s.dep
 	}
 	if err := r.apply(ctx, s, desired, cached); err != nil {
+		if refused(err) {
+			// Not written: a restart recorded for it is not in flight,
+			// and must not hold a place while the write is retried.
+			r.inflight.restore(key, inflightBefore, hadInflight)
+		}
 		return r.nameConflict(s, "Deployment", err)
 	}
 	if s.running && !wasRunning && s.dep != nil {
@@ -154,7 +167,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 		return pod, true, reconcile.LowestRequeue(ctrl.Result{RequeueAfter: d.RequeueAfter}, ctrl.Result{RequeueAfter: budgetRecheck}).RequeueAfter, nil
 	}
 	if d.Restart {
-		r.inflight.add(key, s.now, current)
+		r.inflight.add(key, s.now, desired.Annotations[AnnotationTemplateHash])
 	}
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)

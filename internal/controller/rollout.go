@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -57,19 +59,18 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		}
 	}
 	self := client.ObjectKeyFromObject(s.ul)
-	inflight, expires := r.inflight.count(s.now, func(name types.NamespacedName, from string) bool {
+	inflight, expires := r.inflight.count(s.now, func(name types.NamespacedName, to string) bool {
 		seen, shown := cached[name]
 		// Not counted here: the environment deciding (its own restart is
 		// what is decided, and a write that failed must not block its
 		// retry); one the cache already counts; one whose Deployment the
-		// cache shows past the pod template the restart replaced
-		// (rolledOut tells its availability from then on, so a finished
-		// restart frees its place at once, and so does one superseded by
-		// a later write); and one not listed under this template (another
-		// template's, deleted, or moved away). One listed whose Deployment
-		// the cache does not show (deleted, or its label removed) still
-		// counts.
-		return name == self || counted[name] || !listed[name] || (shown && seen != from)
+		// cache shows with the pod template the restart (or a later write
+		// of this controller's) applied (rolledOut tells its availability
+		// from then on, so a finished restart frees its place at once);
+		// and one not listed under this template (another template's,
+		// deleted, or moved away). One listed whose Deployment the cache
+		// does not show (deleted, or its label removed) still counts.
+		return name == self || counted[name] || !listed[name] || (shown && seen == to)
 	})
 	unavailable += inflight
 	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
@@ -102,11 +103,12 @@ type rolloutTracker struct {
 }
 
 // restart is one Immediate restart started here: when, and the hash of the
-// pod template it replaced. A Deployment the cache shows with any other pod
-// template has been seen written (by this restart or a later one).
+// pod template this controller last applied to its environment (the
+// restart's own, or a later write's: an explicit restart, a start, a
+// re-create). A Deployment the cache shows with it has been seen written.
 type restart struct {
-	at   time.Time
-	from string
+	at time.Time
+	to string
 }
 
 // inflightExpiry bounds how long a restart counts against the budget if its
@@ -116,12 +118,12 @@ const inflightExpiry = 10 * time.Minute
 // count is how many restarts still count, leaving out those skip says do
 // not (another template's, or ones the cache accounts for), and when the
 // soonest of those counted expires (zero if none is counted).
-func (t *rolloutTracker) count(now time.Time, skip func(name types.NamespacedName, from string) bool) (n int, expires time.Time) {
+func (t *rolloutTracker) count(now time.Time, skip func(name types.NamespacedName, to string) bool) (n int, expires time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sweep(now)
 	for name, rs := range t.restarts {
-		if skip != nil && skip(name, rs.from) {
+		if skip != nil && skip(name, rs.to) {
 			continue
 		}
 		n++
@@ -142,30 +144,82 @@ func (t *rolloutTracker) sweep(now time.Time) {
 	}
 }
 
-// add records a restart of name away from the pod template of from,
-// replacing any earlier one of name (one environment is one unavailable
-// place). It sweeps expired ones too, so restarts of environments whose
-// templates never decide a budget do not pile up.
-func (t *rolloutTracker) add(name types.NamespacedName, now time.Time, from string) {
+// add records a restart of name to the pod template of hash (one
+// environment is one unavailable place). A retry of the same restart
+// keeps its start, so a write refused again and again cannot hold a
+// place past the expiry. It sweeps expired ones too, so restarts of
+// environments whose templates never decide a budget do not pile up.
+func (t *rolloutTracker) add(name types.NamespacedName, now time.Time, hash string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.restarts == nil {
 		t.restarts = map[types.NamespacedName]restart{}
 	}
 	t.sweep(now)
-	t.restarts[name] = restart{at: now, from: from}
+	if rs, ok := t.restarts[name]; ok && rs.to == hash {
+		return
+	}
+	t.restarts[name] = restart{at: now, to: hash}
+}
+
+// applying notes that the controller applies the pod template of hash to
+// name's Deployment, whatever the path (an explicit restart, a start, a
+// re-create): a restart in flight is then seen written once the cache
+// shows that, not the pod template it first applied, which may never show.
+func (t *rolloutTracker) applying(name types.NamespacedName, hash string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rs, ok := t.restarts[name]; ok {
+		rs.to = hash
+		t.restarts[name] = rs
+	}
 }
 
 // done forgets name's restart once its Deployment is seen rolled out at
-// hash, unless hash is the pod template the restart replaced: the cache
-// may still show that (a change reverted within the cache's lag), and the
-// restart written since has not been seen, let alone done.
+// the pod template it applied. Any other sighting leaves it: the cache may
+// still show the pod template from before (a change reverted within the
+// cache's lag), and the restart has not been seen, let alone done.
 func (t *rolloutTracker) done(name types.NamespacedName, hash string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if rs, ok := t.restarts[name]; ok && rs.from != hash {
+	if rs, ok := t.restarts[name]; ok && rs.to == hash {
 		delete(t.restarts, name)
 	}
+}
+
+// get returns name's restart, to be put back by restore when the write
+// that followed it was refused.
+func (t *rolloutTracker) get(name types.NamespacedName) (restart, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rs, ok := t.restarts[name]
+	return rs, ok
+}
+
+// restore puts name's restart back as get returned it: the API server
+// refused the write since, so nothing it recorded is in flight.
+func (t *rolloutTracker) restore(name types.NamespacedName, rs restart, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !ok {
+		delete(t.restarts, name)
+		return
+	}
+	if t.restarts == nil {
+		t.restarts = map[types.NamespacedName]restart{}
+	}
+	t.restarts[name] = rs
+}
+
+// refused reports an API error that says the write was not made: a 4xx
+// other than a timeout or throttling. Anything else may have been made.
+func refused(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
 // forget drops name's restart: its environment is gone.

@@ -2,13 +2,17 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -45,15 +49,13 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		}
 		return []client.Object{ul, dep}
 	}
-	// restarted is a sibling whose Deployment the cache shows with a pod
-	// template other than the one its recorded restart replaced ("old"):
-	// the restart's own ("new"), or a later write's.
-	restartedTo := func(hash string, objs []client.Object) []client.Object {
-		dep := objs[1].(*appsv1.Deployment)
-		dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: hash}
+	// restarted is a sibling whose Deployment the cache shows with the
+	// pod template its recorded restart applies ("new"; the others show
+	// "old").
+	restarted := func(objs []client.Object) []client.Object {
+		objs[1].(*appsv1.Deployment).Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "new"}
 		return objs
 	}
-	restarted := func(objs []client.Object) []client.Object { return restartedTo("new", objs) }
 	// unobserved is a sibling whose Deployment the cache shows written
 	// (generation 2) but not yet observed by the Deployment controller: its
 	// status, still the old pod's, says available.
@@ -141,11 +143,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			envs: append(eight()[:7], env("h", true, true)[:1]), inflight: []string{"h"},
 			want: false, wantRecheck: inflightExpiry,
 		},
-		{
-			name: "a restart superseded by a later write (an explicit restart, a stop and start) frees its place", maxUnavailable: intstr.FromString("25%"),
-			envs: append(eight()[:7], restartedTo("later", env("h", true, true))), inflight: []string{"h"},
-			want: true,
-		},
+
 		{
 			name: "a deleted environment's restart does not count", maxUnavailable: intstr.FromString("25%"),
 			envs: eight(), inflight: []string{"gone"},
@@ -162,7 +160,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "t")
 			r := &UserlandReconciler{Client: b.Build()}
 			for _, name := range tt.inflight {
-				r.inflight.add(types.NamespacedName{Namespace: ns, Name: name}, now, "old")
+				r.inflight.add(types.NamespacedName{Namespace: ns, Name: name}, now, "new")
 			}
 			deciding := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tt.deciding}}
 			if tt.deciding == "" {
@@ -186,58 +184,90 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 	// An inflight restart stops counting at its expiry, when the recheck
 	// above comes.
 	var tr rolloutTracker
-	tr.add(types.NamespacedName{Name: "x"}, now, "old")
+	tr.add(types.NamespacedName{Name: "x"}, now, "new")
 	if got, _ := tr.count(now.Add(inflightExpiry), nil); got != 0 {
 		t.Errorf("an expired restart still counts: %d", got)
 	}
 }
 
-// TestRestartInFlightIsDoneOnlyPastThePodTemplateItReplaced: a template
-// changed and changed back within the cache's lag leaves the cache showing
-// the old pod template, rolled out, while a restart to the new one was
-// written. That sighting must not end the restart's count, or a second
-// restart could be applied beside it without a budget check; any other
-// pod template (the restart's own, or a later write's) ends it. A deleted
-// environment's restart is forgotten, and expired ones are swept as new
-// ones are added, so nothing piles up.
-func TestRestartInFlightIsDoneOnlyPastThePodTemplateItReplaced(t *testing.T) {
+// TestRestartInFlightEndsOnlyAtThePodTemplateLastWritten: a restart in
+// flight ends when its Deployment is seen rolled out at the pod template
+// this controller last wrote to it: the restart's own, or a later write's
+// (an explicit restart or a start applying a newer template), which the
+// restart's own may then never show. A template changed and changed back
+// within the cache's lag leaves the cache showing the old pod template,
+// rolled out, while the restart was written: that must not end it, or a
+// second restart could be applied beside it without a budget check. A
+// deleted environment's restart is forgotten, a refused write's is put
+// back as it was, a retried restart keeps its start (so a write refused
+// and retried cannot hold a place past the expiry), and expired ones are
+// swept as new ones are added, so nothing piles up.
+func TestRestartInFlightEndsOnlyAtThePodTemplateLastWritten(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	x := types.NamespacedName{Namespace: "class", Name: "x"}
 	tests := []struct {
-		name   string
-		doneAt []string
-		forget bool
-		want   int
+		name  string
+		steps func(tr *rolloutTracker)
+		at    time.Duration
+		want  int
 	}{
-		{name: "not yet seen", want: 1},
-		{name: "seen at the pod template it replaced", doneAt: []string{"old"}, want: 1},
-		{name: "seen at its own pod template", doneAt: []string{"old", "new"}, want: 0},
-		{name: "seen at a later write's pod template", doneAt: []string{"later"}, want: 0},
-		{name: "its environment deleted", forget: true, want: 0},
+		{name: "not yet seen", steps: func(*rolloutTracker) {}, want: 1},
+		{name: "seen at the pod template from before the restart", steps: func(tr *rolloutTracker) { tr.done(x, "old") }, want: 1},
+		{name: "seen at its own pod template", steps: func(tr *rolloutTracker) { tr.done(x, "old"); tr.done(x, "new") }, want: 0},
+		{name: "superseded by a later write, seen at that", steps: func(tr *rolloutTracker) { tr.applying(x, "later"); tr.done(x, "later") }, want: 0},
+		{name: "superseded by a later write, seen only at its own", steps: func(tr *rolloutTracker) { tr.applying(x, "later"); tr.done(x, "new") }, want: 1},
+		{name: "its environment deleted", steps: func(tr *rolloutTracker) { tr.forget(x) }, want: 0},
+		{name: "its write refused", steps: func(tr *rolloutTracker) { tr.restore(x, restart{}, false) }, want: 0},
+		{name: "retried 5 minutes later, it still expires 10 minutes after it started",
+			steps: func(tr *rolloutTracker) { tr.add(x, now.Add(5*time.Minute), "new") }, at: inflightExpiry, want: 0},
+		{name: "a different restart 5 minutes later starts afresh",
+			steps: func(tr *rolloutTracker) { tr.add(x, now.Add(5*time.Minute), "newer") }, at: inflightExpiry, want: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var tr rolloutTracker
-			tr.add(x, now, "old")
-			for _, hash := range tt.doneAt {
-				tr.done(x, hash)
-			}
-			if tt.forget {
-				tr.forget(x)
-			}
-			got, _ := tr.count(now, nil)
+			tr.add(x, now, "new")
+			tt.steps(&tr)
+			got, _ := tr.count(now.Add(tt.at), nil)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("restarts counted (-want +got):\n%s", diff)
 			}
 		})
 	}
 	var tr rolloutTracker
-	tr.add(x, now, "old")
-	tr.add(types.NamespacedName{Namespace: "class", Name: "y"}, now.Add(inflightExpiry), "old")
-	if diff := cmp.Diff(map[types.NamespacedName]restart{{Namespace: "class", Name: "y"}: {at: now.Add(inflightExpiry), from: "old"}},
+	tr.add(x, now, "new")
+	tr.add(types.NamespacedName{Namespace: "class", Name: "y"}, now.Add(inflightExpiry), "new")
+	if diff := cmp.Diff(map[types.NamespacedName]restart{{Namespace: "class", Name: "y"}: {at: now.Add(inflightExpiry), to: "new"}},
 		tr.restarts, cmp.AllowUnexported(restart{})); diff != "" {
 		t.Errorf("restarts kept after an add at x's expiry (-want +got):\n%s", diff)
+	}
+}
+
+// TestRefusedWritesAreTheAPIServersNo: only an answer that says the write
+// was not made puts a restart back; a timeout or a lost connection may
+// have made it.
+func TestRefusedWritesAreTheAPIServersNo(t *testing.T) {
+	t.Parallel()
+	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"invalid", fmt.Errorf("applying: %w", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "x", nil)), true},
+		{"forbidden by an admission policy", apierrors.NewForbidden(gr, "x", errors.New("denied")), true},
+		{"a server timeout", apierrors.NewServerTimeout(gr, "patch", 1), false},
+		{"a request timeout", apierrors.NewTimeoutError("slow", 1), false},
+		{"throttled", apierrors.NewTooManyRequests("slow down", 1), false},
+		{"a lost connection", errors.New("connection reset by peer"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, refused(tt.err)); diff != "" {
+				t.Errorf("refused (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -174,13 +174,13 @@ func (p *Provisioner) Provision(ctx context.Context, id session.Identity) (int, 
 		if ok {
 			created++
 		}
-		if NamespaceTerminating(err) && c.Ref.Kind != v1alpha1.TemplateKindClusterTemplate {
-			// The namespace, with the template or course that offered
+		if NamespaceTerminating(err) && (c.Course != "" || c.Ref.Kind != v1alpha1.TemplateKindClusterTemplate) {
+			// The namespace, with the course or template that offered
 			// this, is being deleted: there is nothing to provision
 			// there, and no reason to fail the sign-in's other
-			// environments over it. A ClusterTemplate's namespace is
-			// the operator's and does not go with the template, so a
-			// stuck one stays an error.
+			// environments over it. A ClusterTemplate's own offer goes
+			// to the operator's namespace, which does not go with the
+			// template, so a stuck one stays an error.
 			continue
 		}
 		errs = append(errs, err)
