@@ -32,13 +32,19 @@ import (
 // create's field ownership is converted into the apply's (csaupgrade), so
 // a field the template drops is removed rather than left behind.
 func (r *UserlandReconciler) apply(ctx context.Context, s *reconcileState, desired, cached client.Object) error {
+	_, err := r.applyWrote(ctx, s, desired, cached)
+	return err
+}
+
+// applyWrote is apply, also saying whether a write was sent.
+func (r *UserlandReconciler) applyWrote(ctx context.Context, s *reconcileState, desired, cached client.Object) (bool, error) {
 	kind := desired.GetObjectKind().GroupVersionKind().Kind
 	if !r.createOnce(s, kind, desired, cached) {
-		return nil
+		return false, nil
 	}
 	hash := hashOf(desired)
 	if cached != nil && cached.GetAnnotations()[AnnotationAppliedHash] == hash {
-		return nil
+		return false, nil
 	}
 	annotations := desired.GetAnnotations()
 	if annotations == nil {
@@ -51,19 +57,19 @@ func (r *UserlandReconciler) apply(ctx context.Context, s *reconcileState, desir
 		err := r.Client.Create(ctx, desired.DeepCopyObject().(client.Object), client.FieldOwner(FieldOwner))
 		if err == nil {
 			r.created.Created(kind, client.ObjectKeyFromObject(desired), s.now)
-			return nil
+			return true, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s/%s: %w", kind, desired.GetNamespace(), desired.GetName(), terminalIfNamespaceTerminating(err))
+			return true, fmt.Errorf("creating %s %s/%s: %w", kind, desired.GetNamespace(), desired.GetName(), terminalIfNamespaceTerminating(err))
 		}
-		return r.existsUncached(ctx, s, desired)
+		return false, r.existsUncached(ctx, s, desired)
 	}
 	if err := r.adoptCreatedFields(ctx, desired); err != nil {
-		return err
+		return false, err
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 	if err != nil {
-		return fmt.Errorf("converting %T to unstructured: %w", desired, err)
+		return false, fmt.Errorf("converting %T to unstructured: %w", desired, err)
 	}
 	// Typed objects serialise empty status and a null creationTimestamp;
 	// applying those would claim fields the controller does not manage.
@@ -72,9 +78,9 @@ func (r *UserlandReconciler) apply(ctx context.Context, s *reconcileState, desir
 	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
 	obj := &unstructured.Unstructured{Object: u}
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), terminalIfNamespaceTerminating(err))
+		return true, fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), terminalIfNamespaceTerminating(err))
 	}
-	return nil
+	return true, nil
 }
 
 // createOnce says whether a child may be written now. A child this process

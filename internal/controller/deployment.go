@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/reconcile"
@@ -90,12 +91,13 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if s.dep != nil {
 		cached = s.dep
 	}
-	if err := r.apply(ctx, s, desired, cached); err != nil {
-		if refused(err) {
-			// Not written: a restart recorded for it is not in flight,
-			// and must not hold a place while the write is retried.
-			r.inflight.restore(key, inflightBefore, hadInflight)
-		}
+	wrote, err := r.applyWrote(ctx, s, desired, cached)
+	if !wrote || refused(err) {
+		// Not written (refused, or nothing to send): a restart recorded
+		// for it is not in flight, and must not hold a place.
+		r.restoreInflight(s, key, inflightBefore, hadInflight)
+	}
+	if err != nil {
 		return r.nameConflict(s, "Deployment", err)
 	}
 	if s.running && !wasRunning && s.dep != nil {
@@ -172,4 +174,19 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)
 	return desired, false, 0, nil
+}
+
+// restoreInflight puts key's restart in flight back as it was before this
+// reconcile; if that frees a place, the template's environments waiting
+// for one are woken, as no Deployment event will come to say so.
+func (r *UserlandReconciler) restoreInflight(s *reconcileState, key types.NamespacedName, before restart, had bool) {
+	if !r.inflight.restore(key, before, had) {
+		return
+	}
+	select {
+	case r.budgetFreed <- event.GenericEvent{Object: s.ul.DeepCopy()}:
+	default:
+		// Full (a burst of refusals): the waiting ones look again when
+		// the restart would have expired.
+	}
 }

@@ -20,8 +20,9 @@ import (
 
 // budgetAvailable reports whether restarting one more of the template's
 // running environments keeps the unavailable ones within maxUnavailable.
-// Unavailable counts running environments whose Deployment is not available
-// (from the cache) plus restarts started here that the cache may not show.
+// Unavailable counts the other running environments whose Deployment is
+// not available (from the cache) plus restarts started here that the cache
+// may not show.
 // When the answer is no, recheck is when the soonest of those restarts
 // stops counting by expiry (zero if none does): no Deployment event may
 // come to say so.
@@ -37,6 +38,7 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 	cached := make(map[types.NamespacedName]string, len(siblings.Items))
 	listed := make(map[types.NamespacedName]bool, len(siblings.Items))
 	counted := map[types.NamespacedName]bool{}
+	self := client.ObjectKeyFromObject(s.ul)
 	for i := range siblings.Items {
 		sib := &siblings.Items[i]
 		key := client.ObjectKeyFromObject(sib)
@@ -53,12 +55,15 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 			continue
 		}
 		running++
-		if !rolledOut(&dep) {
+		// The deciding environment is not counted: restarting one already
+		// unavailable (a broken template's, to fix it) adds nothing, and
+		// counting it would leave every environment of a template whose
+		// broken ones fill the budget waiting for one that never comes.
+		if !rolledOut(&dep) && key != self {
 			unavailable++
 			counted[key] = true
 		}
 	}
-	self := client.ObjectKeyFromObject(s.ul)
 	inflight, expires := r.inflight.count(s.now, func(name types.NamespacedName, to string) bool {
 		seen, shown := cached[name]
 		// Not counted here: the environment deciding (its own restart is
@@ -196,19 +201,22 @@ func (t *rolloutTracker) get(name types.NamespacedName) (restart, bool) {
 	return rs, ok
 }
 
-// restore puts name's restart back as get returned it: the API server
-// refused the write since, so nothing it recorded is in flight.
-func (t *rolloutTracker) restore(name types.NamespacedName, rs restart, ok bool) {
+// restore puts name's restart back as get returned it: no write followed,
+// so nothing recorded since is in flight. It reports whether that changed
+// anything.
+func (t *rolloutTracker) restore(name types.NamespacedName, rs restart, ok bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now, had := t.restarts[name]
 	if !ok {
 		delete(t.restarts, name)
-		return
+		return had
 	}
 	if t.restarts == nil {
 		t.restarts = map[types.NamespacedName]restart{}
 	}
 	t.restarts[name] = rs
+	return !had || now != rs
 }
 
 // refused reports an API error that says the write was not made: a 4xx

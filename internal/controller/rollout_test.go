@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/templates"
@@ -145,6 +146,20 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 		},
 
 		{
+			name: "the deciding environment, already unavailable (a broken template's), is not counted against itself", maxUnavailable: intstr.FromString("25%"),
+			envs: [][]client.Object{env("a", true, false), env("b", true, false), env("c", true, true), env("d", true, true),
+				env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)},
+			deciding: "a",
+			want:     true,
+		},
+		{
+			name: "an available deciding environment still sees two others fill 25% of 8", maxUnavailable: intstr.FromString("25%"),
+			envs: [][]client.Object{env("a", true, false), env("b", true, false), env("c", true, true), env("d", true, true),
+				env("e", true, true), env("f", true, true), env("g", true, true), env("h", true, true)},
+			deciding: "c",
+			want:     false,
+		},
+		{
 			name: "a deleted environment's restart does not count", maxUnavailable: intstr.FromString("25%"),
 			envs: eight(), inflight: []string{"gone"},
 			want: true,
@@ -244,6 +259,46 @@ func TestRestartInFlightEndsOnlyAtThePodTemplateLastWritten(t *testing.T) {
 	}
 }
 
+// TestRestartNotWrittenWakesTheWaiting: a restart recorded and then not
+// written (refused, or nothing sent) is put back, and the template's
+// environments waiting for a place are woken, as no Deployment event will
+// come; putting back what did not change wakes nobody.
+func TestRestartNotWrittenWakesTheWaiting(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "x"}}
+	x := client.ObjectKeyFromObject(ul)
+	r := &UserlandReconciler{budgetFreed: make(chan event.GenericEvent, 1)}
+	s := &reconcileState{ul: ul}
+
+	before, had := r.inflight.get(x)
+	r.inflight.add(x, now, "new")
+	r.restoreInflight(s, x, before, had)
+	if n, _ := r.inflight.count(now, nil); n != 0 {
+		t.Errorf("%d restarts counted after the write was not made, want 0", n)
+	}
+	select {
+	case e := <-r.budgetFreed:
+		if diff := cmp.Diff(x, client.ObjectKeyFromObject(e.Object)); diff != "" {
+			t.Errorf("woke the siblings of (-want +got):\n%s", diff)
+		}
+	default:
+		t.Error("nobody woken when a restart's place was freed")
+	}
+
+	r.inflight.add(x, now, "new")
+	before, had = r.inflight.get(x)
+	r.restoreInflight(s, x, before, had)
+	if n, _ := r.inflight.count(now, nil); n != 1 {
+		t.Errorf("%d restarts counted after putting back an unchanged one, want 1", n)
+	}
+	select {
+	case <-r.budgetFreed:
+		t.Error("woken though no place was freed")
+	default:
+	}
+}
+
 // TestRefusedWritesAreTheAPIServersNo: only an answer that says the write
 // was not made puts a restart back; a timeout or a lost connection may
 // have made it.
@@ -289,7 +344,7 @@ func TestDeletedEnvironmentWakesItsTemplatesWaitingRollouts(t *testing.T) {
 		WithIndex(&v1alpha1.Userland{}, IndexPendingTemplateKey, IndexPendingUserlandByTemplate).
 		WithObjects(ul("waiting", "t", true), ul("current", "t", false), ul("other", "u", true)).Build()
 	r := &UserlandReconciler{Client: c}
-	got := r.pendingSiblingsOfDeleted(context.Background(), ul("deleted", "t", false))
+	got := r.pendingSiblingsOfUserland(context.Background(), ul("deleted", "t", false))
 	want := []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: "waiting"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("woken by the deletion (-want +got):\n%s", diff)

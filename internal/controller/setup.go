@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/reconcile"
@@ -158,6 +159,7 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 	r.status = reconcile.NewStatusPatcher(r.Client, "userland", func(ul *v1alpha1.Userland) *v1alpha1.UserlandStatus { return &ul.Status })
 	r.firstStatus = &reconcile.FirstStatusHold{Window: r.FirstStatusWindow}
 	r.created.TTL = createdTTL
+	r.budgetFreed = make(chan event.GenericEvent, 256)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userland").
 		For(&v1alpha1.Userland{}).
@@ -179,7 +181,9 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		// One deleted frees any budget it held: its Deployment and its
 		// restart stop counting once it is no longer listed, and its
 		// Deployment's own events can no longer name the template.
-		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfDeleted), builder.WithPredicates(onlyDeleted)).
+		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfUserland), builder.WithPredicates(onlyDeleted)).
+		// A restart recorded but not written frees its place too.
+		WatchesRawSource(source.Channel(r.budgetFreed, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfUserland))).
 		// One stopping frees a place in its course's queue.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
 		// One joining or leaving a queue moves the others' places.
@@ -293,9 +297,9 @@ func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Obj
 	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
 }
 
-// pendingSiblingsOfDeleted maps a deleted Userland to those of its
-// template still waiting for an update.
-func (r *UserlandReconciler) pendingSiblingsOfDeleted(ctx context.Context, obj client.Object) []ctrl.Request {
+// pendingSiblingsOfUserland maps a Userland (deleted, or whose restart
+// was not written) to those of its template still waiting for an update.
+func (r *UserlandReconciler) pendingSiblingsOfUserland(ctx context.Context, obj client.Object) []ctrl.Request {
 	ul, ok := obj.(*v1alpha1.Userland)
 	if !ok {
 		return nil

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -62,6 +63,10 @@ type UserlandReconciler struct {
 	Metrics *Metrics
 
 	inflight rolloutTracker
+	// budgetFreed wakes a template's environments waiting for rollout
+	// budget when a restart recorded here turns out not to have been
+	// written; SetupWithManager makes it.
+	budgetFreed chan event.GenericEvent
 	// status writes Userlands' status; SetupWithManager makes it.
 	status *reconcile.StatusPatcher[*v1alpha1.Userland, v1alpha1.UserlandStatus]
 	// created remembers children created but not yet in the cache.
