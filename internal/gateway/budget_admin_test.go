@@ -102,8 +102,13 @@ func TestGrantOutsideACourseOnTheAdminPage(t *testing.T) {
 	if g, err := budget.ParseGrant(ul.Annotations[v1alpha1.AnnotationBudgetGrant]); err != nil || g.Hours != 2 || g.By != "root" {
 		t.Errorf("the grant written: %+v (%v), want 2 hours by root", g, err)
 	}
-	_, body = get(t, root, page, nil)
-	if !strings.Contains(body, "used of 3h") {
+	// The page reads the gateway's cache, which may show the usage a
+	// moment after the API server does.
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, body = get(t, root, page, nil)
+		return strings.Contains(body, "used of 3h"), nil
+	})
+	if err != nil {
 		t.Errorf("the admin page does not show the granted hours:\n%s", body)
 	}
 
