@@ -17,6 +17,7 @@ import (
 
 	"github.com/userland-dev/userland/internal/apilimits"
 	"github.com/userland-dev/userland/internal/controller"
+	"github.com/userland-dev/userland/internal/gctune"
 	"github.com/userland-dev/userland/internal/webhook"
 )
 
@@ -45,6 +46,11 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			if percent, limit, err := gctune.Apply(gctune.Controller); err != nil {
+				ctrl.Log.Info("no container memory limit read; GOMEMLIMIT is not set", "reason", err.Error(), "gcPercent", percent)
+			} else {
+				ctrl.Log.Info("garbage collector tuned for a controller's caches", "gcPercent", percent, "memoryLimitBytes", limit)
+			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err

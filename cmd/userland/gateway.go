@@ -14,6 +14,7 @@ import (
 
 	"github.com/userland-dev/userland/internal/apilimits"
 	"github.com/userland-dev/userland/internal/gateway"
+	"github.com/userland-dev/userland/internal/gctune"
 )
 
 func newGatewayCommand() *cobra.Command {
@@ -40,7 +41,7 @@ records activity. Every flag can also be set with an environment variable:
 			logs := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(os.Stderr), Size: 256 << 10, FlushInterval: time.Second}
 			defer func() { _ = logs.Stop() }()
 			ctrl.SetLogger(zap.New(zap.WriteTo(logs)))
-			if percent, limit, err := gateway.TuneGC(); err != nil {
+			if percent, limit, err := gctune.Apply(gctune.Proxy); err != nil {
 				ctrl.Log.Error(err, "could not read the container's memory limit; GOMEMLIMIT is not set")
 			} else {
 				ctrl.Log.Info("garbage collector tuned for proxying", "gcPercent", percent, "memoryLimitBytes", limit)

@@ -18,6 +18,7 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/apilimits"
 	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
 	"github.com/userland-dev/userland/internal/testobj"
 )
@@ -60,6 +61,9 @@ type largeResult struct {
 	Rollout        time.Duration
 	RolloutUpdated int
 	MaxUnavailable int
+	// Heap is the top of the controller's in-use heap profile at the end
+	// of the steady window: what its memory holds.
+	Heap string
 	// RolloutPeakKiB is the controller's peak resident set at the end of
 	// the rollout.
 	RolloutPeakKiB int64
@@ -104,8 +108,14 @@ func benchLargeLayout(ctx context.Context, o options, dir, bin string, namespace
 			return r, err
 		}
 	}
+	pprofPort, err := simcluster.FreePort()
+	if err != nil {
+		return r, err
+	}
+	pprofBase := fmt.Sprintf("http://127.0.0.1:%d", pprofPort)
 	ctrl, _, err := startBenchController(ctx, env, dir, bin, "large",
-		append(limitFlags(apilimits.ControllerQPS, apilimits.ControllerBurst), "--first-status-window", o.firstStatusWindow.String())...)
+		append(limitFlags(apilimits.ControllerQPS, apilimits.ControllerBurst), "--first-status-window", o.firstStatusWindow.String(),
+			"--pprof-bind-address", strings.TrimPrefix(pprofBase, "http://"))...)
 	if err != nil {
 		return r, err
 	}
@@ -197,6 +207,8 @@ func benchLargeLayout(ctx context.Context, o options, dir, bin string, namespace
 	r.SettledKiB, _ = memory(pid)
 	r.PeakKiB = stopPeak()
 	logf("large: steady %d writes in %s; controller RSS settled %.1f MiB, peak %.1f MiB", r.SteadyWrites, o.steady, mib(r.SettledKiB), mib(r.PeakKiB))
+	r.Heap = heapProfile(pprofBase, filepath.Join(dir, fmt.Sprintf("large-%d-heap.pprof", namespaces)))
+	logf("large: controller heap once settled:\n%s", r.Heap)
 
 	if withCourses {
 		if r.GatewayKiB, r.GatewayPeakKiB, err = largeGateway(ctx, env, dir, bin, r.N); err != nil {

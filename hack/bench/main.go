@@ -48,6 +48,9 @@ type options struct {
 	// firstStatusWindow is the controller's --first-status-window in the
 	// provisioning runs.
 	firstStatusWindow time.Duration
+	// workers is the controller's --workers in the provisioning runs (0:
+	// the binary's default, which the chart's equals).
+	workers int
 	// pages is how many Userlands the list pages are timed at (0: not
 	// at all), pagesStudents of them one course's.
 	pages, pagesStudents int
@@ -109,6 +112,7 @@ func main() {
 	flag.BoolVar(&o.gateway, "gateway", true, "run the gateway benchmarks")
 	flag.BoolVar(&o.rollout, "rollout", true, "measure rollouts after provisioning")
 	flag.IntVar(&o.slowClients, "slow-clients", 500, "slow anonymous clients held against the gateway (0: none)")
+	flag.IntVar(&o.workers, "workers", 0, "the controller's --workers in the provisioning runs (0: the shipped default)")
 	flag.DurationVar(&o.firstStatusWindow, "first-status-window", controller.DefaultFirstStatusWindow, "the controller's --first-status-window in the provisioning runs (the shipped default unless set)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (profiles, logs, audit log)")
 	flag.IntVar(&o.pages, "pages", 0, "Userlands the admin and course pages are timed at, with no controller running (0: none; make bench-pages runs 10000)")
@@ -263,11 +267,15 @@ func run(o options) error {
 	ctrlMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	// The chart's flags: its workers and client limits are the binary's
 	// own defaults (internal/chartrender's test keeps them equal).
-	ctrlProc, err := startProcess("controller", filepath.Join(dir, "controller.log"), bin, "controller",
+	ctrlArgs := []string{"controller",
 		"--kubeconfig", ctrlKubeconfig, "--disable-webhooks", "--leader-elect=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort), "--metrics-secure=false", "--health-probe-bind-address=0",
-		"--gateway-url=http://"+gatewayHost, "--gateway-namespace=userland-system",
-		"--pprof-bind-address", pprofAddr, "--first-status-window", o.firstStatusWindow.String())
+		"--gateway-url=http://" + gatewayHost, "--gateway-namespace=userland-system",
+		"--pprof-bind-address", pprofAddr, "--first-status-window", o.firstStatusWindow.String()}
+	if o.workers > 0 {
+		ctrlArgs = append(ctrlArgs, fmt.Sprintf("--workers=%d", o.workers))
+	}
+	ctrlProc, err := startProcess("controller", filepath.Join(dir, "controller.log"), bin, ctrlArgs...)
 	if err != nil {
 		return err
 	}

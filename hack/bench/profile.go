@@ -99,3 +99,34 @@ func tableOnly(s string) string {
 	}
 	return s
 }
+
+// heapProfile keeps base's in-use heap profile at path and returns its
+// top entries by in-use bytes, flat and cumulative, to show what the
+// process's memory holds once it has settled.
+func heapProfile(base, path string) string {
+	resp, err := http.Get(base + "/debug/pprof/heap")
+	if err != nil {
+		return "heap profile failed: " + err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return "heap profile failed: " + resp.Status
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		_, err = io.Copy(f, resp.Body)
+		_ = f.Close()
+	}
+	if err != nil {
+		return "heap profile failed: " + err.Error()
+	}
+	flat, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount=20", path).Output()
+	if err != nil {
+		return "pprof failed: " + err.Error()
+	}
+	cum, err := exec.Command("go", "tool", "pprof", "-top", "-cum", "-sample_index=inuse_space", "-nodecount=30", path).Output()
+	if err != nil {
+		return "pprof failed: " + err.Error()
+	}
+	return trimTop(string(flat)) + "\n\nBy cumulative bytes:\n\n" + tableOnly(string(cum))
+}
