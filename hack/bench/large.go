@@ -216,9 +216,13 @@ func benchLargeLayout(ctx context.Context, o options, dir, bin string, namespace
 		}
 		logf("large: gateway RSS %.1f MiB (peak %.1f MiB) with %d Userlands and %d courses cached", mib(r.GatewayKiB), mib(r.GatewayPeakKiB), r.N, r.Courses)
 	}
-	if namespaces == 1 {
-		logf("large: rollout of an image change to all %d (Immediate, maxUnavailable 25%%)", r.N)
-		if r.Rollout, r.MaxUnavailable, r.RolloutUpdated, err = rolloutTracked(ctx, c, largeNamespace(namespaces, 0), r.N, o.largeRolloutLimit); err != nil {
+	{
+		all := make([]string, namespaces)
+		for k := range namespaces {
+			all[k] = largeNamespace(namespaces, k)
+		}
+		logf("large: rollout of an image change to all %d (Immediate, maxUnavailable 25%% of each namespace's template)", r.N)
+		if r.Rollout, r.MaxUnavailable, r.RolloutUpdated, err = rolloutTracked(ctx, c, all, r.N, o.largeRolloutLimit); err != nil {
 			return r, err
 		}
 		_, r.RolloutPeakKiB = memory(pid)
@@ -321,8 +325,14 @@ func largeGateway(ctx context.Context, env *testenv.Environment, dir, bin string
 // rolloutTracked changes the template's image, waits until every
 // environment runs it and is Ready, and counts the most Deployments
 // without an available pod at any one time, as their watch shows them.
-func rolloutTracked(ctx context.Context, c client.WithWatch, ns string, n int, limit time.Duration) (time.Duration, int, int, error) {
-	w, err := c.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(ns))
+func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string, n int, limit time.Duration) (time.Duration, int, int, error) {
+	ours := map[string]bool{}
+	for _, ns := range namespaces {
+		ours[ns] = true
+	}
+	// One watch of every namespace: 50 watches would each be a stream the
+	// API server keeps, beside the load being measured.
+	w, err := c.Watch(ctx, &appsv1.DeploymentList{})
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -354,28 +364,37 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, ns string, n int, l
 				return 0, most, 0, fmt.Errorf("rollout: the watch ended with %d of %d updated", len(updated), n)
 			}
 			d, isDep := ev.Object.(*appsv1.Deployment)
-			if !isDep {
+			if !isDep || !ours[d.Namespace] {
 				continue
 			}
-			seen[d.Name] = true
+			key := d.Namespace + "/" + d.Name
+			seen[key] = true
 			if ev.Type != watch.Deleted && d.Status.AvailableReplicas < 1 {
-				unavailable[d.Name] = true
+				unavailable[key] = true
 			} else {
-				delete(unavailable, d.Name)
+				delete(unavailable, key)
 			}
 			if ev.Type != watch.Deleted && d.Spec.Template.Spec.Containers[0].Image == "example.org/app:2" &&
 				d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1 {
-				updated[d.Name] = true
+				updated[key] = true
 			}
 			most = max(most, len(unavailable))
 		}
 		if changed.IsZero() && len(seen) >= n {
 			changed = time.Now()
 			timeout = time.After(limit)
-			if err := setBenchImage(ctx, c, ns, "example.org/app:2"); err != nil {
+			// Each namespace's template is changed at the same moment, as
+			// one change of a shared image would be.
+			if err := eachParallel(len(namespaces), func(i int) error {
+				return setBenchImage(ctx, c, namespaces[i], "example.org/app:2")
+			}); err != nil {
 				return 0, most, 0, err
 			}
 		}
+	}
+	ns := namespaces[0]
+	if len(namespaces) > 1 {
+		ns = "" // every namespace: only the benchmark's hold Userlands
 	}
 	err = waitUserlands(ctx, c, ns, n, func(ul *v1alpha1.Userland) bool {
 		return ul.Status.Phase == v1alpha1.PhaseReady && !ul.Status.UpdatePending

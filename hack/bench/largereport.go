@@ -20,7 +20,7 @@ func writeLargeReport(o options, results []largeResult) error {
 	p("- Each layout runs on a simulated cluster of its own, started fresh, with one controller process (`bin/userland controller`, the shipped client limits and workers, first-status window %s). Userlands are created 16 at a time; completion is observed with watches.", o.firstStatusWindow)
 	p("- Writes are counted by the API server's audit log, for the controller's identity only. RSS is read from /proc: the peak is the largest of one-second samples and the kernel's high-water mark.")
 	p("- In the spread layout every namespace is one course whose roster is that namespace's students, and their Userlands are the course's. A gateway process is started once all are Ready and its RSS read after its admin page counts every environment (its informer caches are full).")
-	p("- The rollout is measured in the one-namespace layout, where one Template change reaches all %d environments: an image change under the template's `Immediate` policy with `maxUnavailable: 25%%`. Unavailable is a Deployment with no available pod, counted from a watch of the Deployments.", o.large)
+	p("- The rollout is an image change under the template's `Immediate` policy with `maxUnavailable: 25%%`, reaching all %d environments: in the one-namespace layout one Template change, in the spread layout the same change made to every namespace's Template at once (the bound is then a quarter of each namespace's environments). Unavailable is a Deployment with no available pod, counted from one watch of the Deployments; a layout's rollout stops at %s and is reported as far as it got.", o.large, o.largeRolloutLimit)
 	p("")
 	p("## Targets")
 	p("")
@@ -39,6 +39,9 @@ func writeLargeReport(o options, results []largeResult) error {
 			if r.RolloutUpdated < r.N {
 				p("| %s | rollout to all %d within %s | all updated and Ready | %d | **missed** |", l, r.N, o.largeRolloutLimit, r.RolloutUpdated)
 			}
+			// The kernel's high-water mark: the most the controller held
+			// from its start to the rollout's end.
+			p("| %s | controller RSS through the rollout | ≤ %d MiB | peak %.1f MiB | %s |", l, largeTargetControllerKiB>>10, mib(r.RolloutPeakKiB), verdict(r.RolloutPeakKiB <= largeTargetControllerKiB))
 		}
 	}
 	p("")
@@ -58,6 +61,19 @@ func writeLargeReport(o options, results []largeResult) error {
 	}
 	p("")
 	p("No time target is set at this size: on this machine of %s the API server is the bottleneck (see docs/benchmarks.md), so these times are the cluster's as much as Userland's.", machine())
+	for _, r := range results {
+		if r.Heap == "" {
+			continue
+		}
+		p("")
+		p("## What the controller's memory holds: %s", layoutName(r))
+		p("")
+		p("Its in-use heap at the end of the steady window (`go tool pprof -top -sample_index=inuse_space`; resident memory adds the collector's headroom, GOGC 50 here, and the runtime's own):")
+		p("")
+		p("```")
+		p("%s", r.Heap)
+		p("```")
+	}
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +17,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/apiverdict"
 	"github.com/userland-dev/userland/internal/reconcile"
 )
 
@@ -173,7 +173,7 @@ func (r *UserlandReconciler) getCached(ctx context.Context, key types.Namespaced
 // terminalIfNamespaceTerminating stops retries in a namespace being deleted:
 // nothing can be created there again, and the Userland goes with it.
 func terminalIfNamespaceTerminating(err error) error {
-	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+	if apiverdict.NamespaceTerminating(err) {
 		return crreconcile.TerminalError(err)
 	}
 	return err

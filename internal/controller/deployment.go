@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/apiverdict"
 	"github.com/userland-dev/userland/internal/reconcile"
 )
 
@@ -92,7 +93,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		cached = s.dep
 	}
 	wrote, err := r.applyWrote(ctx, s, desired, cached)
-	if !wrote || refused(err) {
+	if !wrote || apiverdict.Refused(err) {
 		// Not written (refused, or nothing to send): a restart recorded
 		// for it is not in flight, and must not hold a place.
 		r.restoreInflight(s, key, inflightBefore, hadInflight)

@@ -2,9 +2,7 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -217,17 +215,6 @@ func (t *rolloutTracker) restore(name types.NamespacedName, rs restart, ok bool)
 	}
 	t.restarts[name] = rs
 	return !had || now != rs
-}
-
-// refused reports an API error that says the write was not made: a 4xx
-// other than a timeout or throttling. Anything else may have been made.
-func refused(err error) bool {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return false
-	}
-	code := status.Status().Code
-	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
 // forget drops name's restart: its environment is gone.

@@ -2,17 +2,13 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -296,33 +292,6 @@ func TestRestartNotWrittenWakesTheWaiting(t *testing.T) {
 	case <-r.budgetFreed:
 		t.Error("woken though no place was freed")
 	default:
-	}
-}
-
-// TestRefusedWritesAreTheAPIServersNo: only an answer that says the write
-// was not made puts a restart back; a timeout or a lost connection may
-// have made it.
-func TestRefusedWritesAreTheAPIServersNo(t *testing.T) {
-	t.Parallel()
-	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"invalid", fmt.Errorf("applying: %w", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "x", nil)), true},
-		{"forbidden by an admission policy", apierrors.NewForbidden(gr, "x", errors.New("denied")), true},
-		{"a server timeout", apierrors.NewServerTimeout(gr, "patch", 1), false},
-		{"a request timeout", apierrors.NewTimeoutError("slow", 1), false},
-		{"throttled", apierrors.NewTooManyRequests("slow down", 1), false},
-		{"a lost connection", errors.New("connection reset by peer"), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, refused(tt.err)); diff != "" {
-				t.Errorf("refused (-want +got):\n%s", diff)
-			}
-		})
 	}
 }
 

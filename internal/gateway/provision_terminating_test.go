@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
-	"github.com/userland-dev/userland/internal/gateway/provision"
+	"github.com/userland-dev/userland/internal/apiverdict"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/testobj"
 )
@@ -75,7 +75,7 @@ func TestSignInProvisionsPastANamespaceBeingDeleted(t *testing.T) {
 			continue
 		}
 		created, err := f.server.Provisioner.Create(ctx, id, c)
-		if created || !provision.NamespaceTerminating(err) {
+		if created || !apiverdict.NamespaceTerminating(err) {
 			t.Errorf("creating in the namespace being deleted: created %v, %v; want a NamespaceTerminating refusal", created, err)
 		}
 		return

@@ -20,7 +20,7 @@ const module = "github.com/userland-dev/userland"
 // environment is described to a person, …). They may
 // use the API types and each other, never the components that call them.
 var leaves = []string{
-	"internal/access", "internal/actions", "internal/apilimits", "internal/budget", "internal/course", "internal/describe", "internal/identity", "internal/idle",
+	"internal/access", "internal/actions", "internal/apilimits", "internal/apiverdict", "internal/budget", "internal/course", "internal/describe", "internal/gctune", "internal/identity", "internal/idle",
 	"internal/naming", "internal/reconcile", "internal/roster", "internal/templates", "internal/timetable", "internal/userlands",
 	"internal/version", "internal/wsframe",
 }

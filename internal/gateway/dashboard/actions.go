@@ -5,22 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/actions"
+	"github.com/userland-dev/userland/internal/apiverdict"
 	"github.com/userland-dev/userland/internal/describe"
 	"github.com/userland-dev/userland/internal/gateway/auth"
 	"github.com/userland-dev/userland/internal/gateway/authz"
 	gwpages "github.com/userland-dev/userland/internal/gateway/pages"
-	"github.com/userland-dev/userland/internal/gateway/provision"
 	"github.com/userland-dev/userland/internal/gateway/session"
 )
 
@@ -147,10 +145,10 @@ func plainError(err error) string {
 	if errors.Is(err, actions.ErrSuspendedByStaff) {
 		return "An administrator or instructor suspended this environment, so only they can start it again."
 	}
-	if provision.NamespaceTerminating(err) {
+	if apiverdict.NamespaceTerminating(err) {
 		return "That environment's namespace is being deleted, so nothing can be created there."
 	}
-	if unreachable(err) {
+	if apiverdict.Unreachable(err) {
 		return "The cluster could not be reached, so nothing was changed. Try again in a minute."
 	}
 	msg := err.Error()
@@ -158,12 +156,4 @@ func plainError(err error) string {
 		msg = msg[i+2:]
 	}
 	return "The action failed: " + msg
-}
-
-// unreachable reports an API server that is down or overloaded, rather
-// than a refusal: the user should retry, not change anything.
-func unreachable(err error) bool {
-	var netErr net.Error
-	return errors.As(err, &netErr) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
-		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
 }

@@ -10,13 +10,12 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/apiverdict"
 	"github.com/userland-dev/userland/internal/course"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/naming"
@@ -174,7 +173,7 @@ func (p *Provisioner) Provision(ctx context.Context, id session.Identity) (int, 
 		if ok {
 			created++
 		}
-		if NamespaceTerminating(err) && (c.Course != "" || c.Ref.Kind != v1alpha1.TemplateKindClusterTemplate) {
+		if apiverdict.NamespaceTerminating(err) && (c.Course != "" || c.Ref.Kind != v1alpha1.TemplateKindClusterTemplate) {
 			// The namespace, with the course or template that offered
 			// this, is being deleted: there is nothing to provision
 			// there, and no reason to fail the sign-in's other
@@ -186,10 +185,4 @@ func (p *Provisioner) Provision(ctx context.Context, id session.Identity) (int, 
 		errs = append(errs, err)
 	}
 	return created, errors.Join(errs...)
-}
-
-// NamespaceTerminating reports the API server refusing a create because
-// the namespace is being deleted.
-func NamespaceTerminating(err error) bool {
-	return apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
