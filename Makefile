@@ -148,7 +148,7 @@ bench-pages: build control-plane ## Only the admin page at 10000 Userlands and a
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -n "" -gateway=false -real-wake=false -class-students 0 -course-students 0 -class-warm-students 0 -pages 10000 -out docs/benchmarks-pages.md $(BENCH_FLAGS)
 
 .PHONY: bench-10k
-bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (as 50 courses), each on a fresh cluster: controller and gateway RSS, time to all Ready, steady writes, a rollout to all, stopped at -large-rollout-limit (20 m) and reported as far as it got (38 minutes here); writes docs/benchmarks-10000.md.
+bench-10k: build control-plane ## 10000 Userlands in one namespace and over 50 (as 50 courses), each on a fresh cluster: controller and gateway RSS, time to all Ready, steady writes, a rollout to all, stopped at -large-rollout-limit (20 m) and reported as far as it got (59 minutes here); writes docs/benchmarks-10000.md.
 	USERLAND_CONTROL_PLANE_DIR=$$(hack/build-control-plane.sh) go run ./hack/bench -large 10000 -large-namespaces 1,50 -out docs/benchmarks-10000.md $(BENCH_FLAGS)
 
 .PHONY: bench-budget

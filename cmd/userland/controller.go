@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -46,11 +47,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-			if percent, limit, err := gctune.Apply(gctune.Controller); err != nil {
-				ctrl.Log.Info("no container memory limit read; GOMEMLIMIT is not set", "reason", err.Error(), "gcPercent", percent)
-			} else {
-				ctrl.Log.Info("garbage collector tuned for a controller's caches", "gcPercent", percent, "memoryLimitBytes", limit)
-			}
+			gctune.Apply(context.Background(), gctune.Controller, ctrl.Log.WithName("gc"))
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err

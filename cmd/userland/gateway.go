@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -41,11 +42,7 @@ records activity. Every flag can also be set with an environment variable:
 			logs := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(os.Stderr), Size: 256 << 10, FlushInterval: time.Second}
 			defer func() { _ = logs.Stop() }()
 			ctrl.SetLogger(zap.New(zap.WriteTo(logs)))
-			if percent, limit, err := gctune.Apply(gctune.Proxy); err != nil {
-				ctrl.Log.Error(err, "could not read the container's memory limit; GOMEMLIMIT is not set")
-			} else {
-				ctrl.Log.Info("garbage collector tuned for proxying", "gcPercent", percent, "memoryLimitBytes", limit)
-			}
+			gctune.Apply(context.Background(), gctune.Proxy, ctrl.Log.WithName("gc"))
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/userland-dev/userland/internal/simcluster"
 	"github.com/userland-dev/userland/internal/testenv"
 )
 
@@ -148,6 +149,19 @@ func sortedKeys(m map[string]int) []string {
 type process struct {
 	cmd  *exec.Cmd
 	name string
+	done chan struct{} // closed when it has exited
+}
+
+// start starts p's command tied to the benchmark: a benchmark interrupted
+// or killed takes its children with it, where an orphaned controller went
+// on reconciling against a dead API server and took a fifth of a core
+// from the next run.
+func (p *process) start() error {
+	p.done = make(chan struct{})
+	if err := simcluster.StartTied(p.cmd, func(error) { close(p.done) }); err != nil {
+		return fmt.Errorf("starting %s: %w", p.name, err)
+	}
+	return nil
 }
 
 func startProcess(name string, logPath string, bin string, args ...string) (*process, error) {
@@ -157,8 +171,8 @@ func startProcess(name string, logPath string, bin string, args ...string) (*pro
 		return nil, err
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+	if err := p.start(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -168,10 +182,8 @@ func (p *process) stop() {
 		return
 	}
 	_ = p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
 	}

@@ -80,7 +80,7 @@ func child(role string, args ...string) (*process, string, error) {
 		return nil, "", err
 	}
 	p.cmd.Stderr = os.Stderr
-	if err := p.cmd.Start(); err != nil {
+	if err := p.start(); err != nil {
 		return nil, "", err
 	}
 	addr, err := bufio.NewReader(stdout).ReadString('\n')

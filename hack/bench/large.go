@@ -61,12 +61,19 @@ type largeResult struct {
 	Rollout        time.Duration
 	RolloutUpdated int
 	MaxUnavailable int
+	// WorstNamespace is the namespace whose unavailable environments came
+	// nearest their template's own bound (a quarter of its environments),
+	// WorstUnavailable the most of them at once and WorstBound that bound:
+	// in the spread layout each template's budget is its own.
+	WorstNamespace               string
+	WorstUnavailable, WorstBound int
 	// Heap is the top of the controller's in-use heap profile at the end
 	// of the steady window: what its memory holds.
 	Heap string
 	// RolloutPeakKiB is the controller's peak resident set at the end of
-	// the rollout.
-	RolloutPeakKiB int64
+	// the rollout, and RolloutCPUSeconds its CPU during the rollout.
+	RolloutPeakKiB    int64
+	RolloutCPUSeconds float64
 }
 
 // largeNamespace names layout's i-th namespace.
@@ -222,12 +229,15 @@ func benchLargeLayout(ctx context.Context, o options, dir, bin string, namespace
 			all[k] = largeNamespace(namespaces, k)
 		}
 		logf("large: rollout of an image change to all %d (Immediate, maxUnavailable 25%% of each namespace's template)", r.N)
-		if r.Rollout, r.MaxUnavailable, r.RolloutUpdated, err = rolloutTracked(ctx, c, all, r.N, o.largeRolloutLimit); err != nil {
+		cpuBefore := cpuSeconds(pid)
+		if err := rolloutTracked(ctx, c, all, &r, o.largeRolloutLimit); err != nil {
 			return r, err
 		}
+		r.RolloutCPUSeconds = cpuSeconds(pid) - cpuBefore
 		_, r.RolloutPeakKiB = memory(pid)
-		logf("large: rollout %s after %s: %d of %d updated and Ready, at most %d unavailable at once",
-			map[bool]string{true: "done", false: "stopped"}[r.RolloutUpdated == r.N], r.Rollout.Round(time.Second), r.RolloutUpdated, r.N, r.MaxUnavailable)
+		logf("large: rollout %s after %s: %d of %d updated and Ready, at most %d unavailable at once (at most %d of %d in %s); controller CPU %.1f s",
+			map[bool]string{true: "done", false: "stopped"}[r.RolloutUpdated == r.N], r.Rollout.Round(time.Second), r.RolloutUpdated, r.N, r.MaxUnavailable,
+			r.WorstUnavailable, r.WorstBound, r.WorstNamespace, r.RolloutCPUSeconds)
 	}
 	return r, nil
 }
@@ -325,7 +335,8 @@ func largeGateway(ctx context.Context, env *testenv.Environment, dir, bin string
 // rolloutTracked changes the template's image, waits until every
 // environment runs it and is Ready, and counts the most Deployments
 // without an available pod at any one time, as their watch shows them.
-func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string, n int, limit time.Duration) (time.Duration, int, int, error) {
+func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string, r *largeResult, limit time.Duration) error {
+	n := r.N
 	ours := map[string]bool{}
 	for _, ns := range namespaces {
 		ours[ns] = true
@@ -334,12 +345,15 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 	// API server keeps, beside the load being measured.
 	w, err := c.Watch(ctx, &appsv1.DeploymentList{})
 	if err != nil {
-		return 0, 0, 0, err
+		return err
 	}
 	defer w.Stop()
 	seen := map[string]bool{}
 	unavailable := map[string]bool{}
 	updated := map[string]bool{}
+	// Per namespace: its environments, its unavailable ones now and the
+	// most at once.
+	inNS, downInNS, mostInNS := map[string]int{}, map[string]int{}, map[string]int{}
 	// The watch starts with every current Deployment; the change is made
 	// once all n are seen, so the count starts from the true state.
 	var changed time.Time
@@ -358,21 +372,35 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 		case <-timeout:
 			// Stopped, not failed: how far it got in the limit, and the
 			// most unavailable meanwhile, are the measurement.
-			return time.Since(changed), most, len(updated), nil
+			r.Rollout, r.MaxUnavailable, r.RolloutUpdated = time.Since(changed), most, len(updated)
+			worstOf(r, inNS, mostInNS)
+			return nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return 0, most, 0, fmt.Errorf("rollout: the watch ended with %d of %d updated", len(updated), n)
+				return fmt.Errorf("rollout: the watch ended with %d of %d updated", len(updated), n)
 			}
 			d, isDep := ev.Object.(*appsv1.Deployment)
 			if !isDep || !ours[d.Namespace] {
 				continue
 			}
 			key := d.Namespace + "/" + d.Name
-			seen[key] = true
+			if !seen[key] {
+				seen[key] = true
+				inNS[d.Namespace]++
+			}
+			was := unavailable[key]
 			if ev.Type != watch.Deleted && d.Status.AvailableReplicas < 1 {
 				unavailable[key] = true
 			} else {
 				delete(unavailable, key)
+			}
+			if now := unavailable[key]; now != was {
+				if now {
+					downInNS[d.Namespace]++
+				} else {
+					downInNS[d.Namespace]--
+				}
+				mostInNS[d.Namespace] = max(mostInNS[d.Namespace], downInNS[d.Namespace])
 			}
 			if ev.Type != watch.Deleted && d.Spec.Template.Spec.Containers[0].Image == "example.org/app:2" &&
 				d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1 {
@@ -388,7 +416,7 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 			if err := eachParallel(len(namespaces), func(i int) error {
 				return setBenchImage(ctx, c, namespaces[i], "example.org/app:2")
 			}); err != nil {
-				return 0, most, 0, err
+				return err
 			}
 		}
 	}
@@ -399,5 +427,20 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 	err = waitUserlands(ctx, c, ns, n, func(ul *v1alpha1.Userland) bool {
 		return ul.Status.Phase == v1alpha1.PhaseReady && !ul.Status.UpdatePending
 	})
-	return time.Since(changed), most, len(updated), err
+	r.Rollout, r.MaxUnavailable, r.RolloutUpdated = time.Since(changed), most, len(updated)
+	worstOf(r, inNS, mostInNS)
+	return err
+}
+
+// worstOf records the namespace whose most unavailable environments at
+// once came nearest (or furthest past) a quarter of its environments.
+func worstOf(r *largeResult, inNS, mostInNS map[string]int) {
+	first := true
+	for ns, size := range inNS {
+		bound := int(float64(size) * largeMaxUnavailable)
+		if first || mostInNS[ns]-bound > r.WorstUnavailable-r.WorstBound {
+			r.WorstNamespace, r.WorstUnavailable, r.WorstBound = ns, mostInNS[ns], bound
+			first = false
+		}
+	}
 }

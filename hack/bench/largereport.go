@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/userland-dev/userland/internal/gctune"
 )
 
 // writeLargeReport writes the 10,000-environment scenario's report.
@@ -36,6 +38,9 @@ func writeLargeReport(o options, results []largeResult) error {
 		if r.Rollout > 0 {
 			bound := int(float64(r.N) * largeMaxUnavailable)
 			p("| %s | most unavailable at once during a rollout to all %d | ≤ %d (25%%) | %d | %s |", l, r.N, bound, r.MaxUnavailable, verdict(r.MaxUnavailable <= bound))
+			if r.Namespaces > 1 {
+				p("| %s | most unavailable at once in one namespace, against its own template's bound (the nearest to it: %s) | ≤ %d (25%%) | %d | %s |", l, r.WorstNamespace, r.WorstBound, r.WorstUnavailable, verdict(r.WorstUnavailable <= r.WorstBound))
+			}
 			if r.RolloutUpdated < r.N {
 				p("| %s | rollout to all %d within %s | all updated and Ready | %d | **missed** |", l, r.N, o.largeRolloutLimit, r.RolloutUpdated)
 			}
@@ -47,17 +52,18 @@ func writeLargeReport(o options, results []largeResult) error {
 	p("")
 	p("## Times")
 	p("")
-	p("| layout | create → all Ready | throughput | controller CPU while provisioning | rollout to all, until every one is Ready again | controller peak RSS after the rollout |")
-	p("|---|---|---|---|---|---|")
+	p("| layout | create → all Ready | throughput | controller CPU while provisioning | rollout to all, until every one is Ready again | controller CPU during the rollout | controller peak RSS after the rollout |")
+	p("|---|---|---|---|---|---|---|")
 	for _, r := range results {
-		rollout, rolloutRSS := "not measured in this layout", "—"
+		rollout, rolloutCPU, rolloutRSS := "not measured in this layout", "—", "—"
 		if r.Rollout > 0 {
 			rollout, rolloutRSS = r.Rollout.Round(time.Second).String(), fmt.Sprintf("%.1f MiB", mib(r.RolloutPeakKiB))
+			rolloutCPU = fmt.Sprintf("%.1f s", r.RolloutCPUSeconds)
 			if r.RolloutUpdated < r.N {
 				rollout = fmt.Sprintf("stopped after %s with %d of %d updated and Ready", r.Rollout.Round(time.Second), r.RolloutUpdated, r.N)
 			}
 		}
-		p("| %s | %s | %.1f Userlands/s | %.1f s | %s | %s |", layoutName(r), r.Ready.Round(time.Second), float64(r.N)/r.Ready.Seconds(), r.CPUSeconds, rollout, rolloutRSS)
+		p("| %s | %s | %.1f Userlands/s | %.1f s | %s | %s | %s |", layoutName(r), r.Ready.Round(time.Second), float64(r.N)/r.Ready.Seconds(), r.CPUSeconds, rollout, rolloutCPU, rolloutRSS)
 	}
 	p("")
 	p("No time target is set at this size: on this machine of %s the API server is the bottleneck (see docs/benchmarks.md), so these times are the cluster's as much as Userland's.", machine())
@@ -68,7 +74,11 @@ func writeLargeReport(o options, results []largeResult) error {
 		p("")
 		p("## What the controller's memory holds: %s", layoutName(r))
 		p("")
-		p("Its in-use heap at the end of the steady window (`go tool pprof -top -sample_index=inuse_space`; resident memory adds the collector's headroom, GOGC 50 here, and the runtime's own):")
+		gc := fmt.Sprintf("GOGC %d, the controller's own", gctune.Controller)
+		if v := os.Getenv("GOGC"); v != "" {
+			gc = "GOGC " + v + " from the benchmark's environment"
+		}
+		p("Its in-use heap at the end of the steady window (`go tool pprof -top -sample_index=inuse_space`; resident memory adds the collector's headroom, %s, and the runtime's own):", gc)
 		p("")
 		p("```")
 		p("%s", r.Heap)

@@ -179,7 +179,10 @@ type provisionResult struct {
 	PeakKiB, SettledKiB                int64
 	CPUSeconds                         float64
 	Rollout                            time.Duration
-	SteadyWindow                       time.Duration
+	// RolloutCPUSeconds is the controller's CPU during the rollout:
+	// deciding, restart by restart, whether the template's budget has room.
+	RolloutCPUSeconds float64
+	SteadyWindow      time.Duration
 	// CountsSettled is how long after the last Userland was Ready the
 	// template's batched counts showed them all.
 	CountsSettled time.Duration
@@ -377,10 +380,12 @@ func run(o options) error {
 		r.PeakKiB = max(r.PeakKiB, peak)
 		if o.rollout {
 			logf("N=%d: rollout of an image change (Immediate, maxUnavailable 25%%)", n)
+			cpu0 := cpuSeconds(pid)
 			if r.Rollout, err = rollout(ctx, c, ns, n); err != nil {
 				return err
 			}
-			logf("N=%d: rollout done in %s", n, r.Rollout.Round(time.Millisecond))
+			r.RolloutCPUSeconds = cpuSeconds(pid) - cpu0
+			logf("N=%d: rollout done in %s (controller CPU %.1f s)", n, r.Rollout.Round(time.Millisecond), r.RolloutCPUSeconds)
 		}
 		results = append(results, r)
 	}

@@ -128,7 +128,7 @@ func writeReport(o options, results []provisionResult, gw *gatewayResult, class 
 		p("- The controller ran with the shipped client limit (%v requests a second, burst %d) and waited %.2f s on it in total while provisioning; %d of its %d requests waited more than 25 ms.", apilimits.ControllerQPS, apilimits.ControllerBurst, r.Throttle.Sum, r.Throttle.Above(0.025), r.Throttle.Count)
 		p("- Controller CPU while provisioning: %.1f s. RSS peak %.1f MiB, settled %.1f MiB after the steady window.", r.CPUSeconds, float64(r.PeakKiB)/1024, float64(r.SettledKiB)/1024)
 		if r.Rollout > 0 {
-			p("- Rollout of an image change to all %d running environments (Immediate, maxUnavailable 25%%): %s.", r.N, r.Rollout.Round(time.Millisecond))
+			p("- Rollout of an image change to all %d running environments (Immediate, maxUnavailable 25%%): %s; controller CPU meanwhile %.1f s.", r.N, r.Rollout.Round(time.Millisecond), r.RolloutCPUSeconds)
 		}
 		p("- The template's batched counts showed all %d Ready %s after the last Userland was; its writes until then are counted with provisioning, and the steady window of %s starts then. Steady state: %d writes.", r.N, r.CountsSettled.Round(time.Millisecond), r.SteadyWindow, r.SteadyWrites)
 		p("")

@@ -31,10 +31,25 @@ func Refused(err error) bool {
 	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
-// Unreachable reports an API server that is down or overloaded rather than
-// one that refused: the person should try again, not change anything.
+// Unreachable reports an API server that did not answer (down, overloaded
+// or too slow) rather than one that refused: the person should try again
+// later, not change anything. Whether the request was carried out all the
+// same is Uncertain's question.
 func Unreachable(err error) bool {
-	var netErr net.Error
+	var netErr net.Error // client-go's *url.Error is one, whatever it wraps
 	return errors.As(err, &netErr) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
+}
+
+// Uncertain reports an unanswered request that may have been carried out
+// nonetheless: it reached the API server, and no answer came in time (a
+// timeout, a connection lost mid-request). A connection never made, and
+// throttling or unavailability, which the API server answers before any
+// work, are certain: nothing was done.
+func Uncertain(err error) bool {
+	if !Unreachable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) {
+		return false
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,7 +18,7 @@ import (
 
 // verdicts is what each class says of one error.
 type verdicts struct {
-	NamespaceTerminating, Refused, Unreachable bool
+	NamespaceTerminating, Refused, Unreachable, Uncertain bool
 }
 
 func TestEachAnswerFallsInItsClasses(t *testing.T) {
@@ -38,19 +40,24 @@ func TestEachAnswerFallsInItsClasses(t *testing.T) {
 		{"invalid", fmt.Errorf("applying: %w", apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "x", nil)), verdicts{Refused: true}},
 		{"forbidden by RBAC or an admission policy", apierrors.NewForbidden(gr, "x", errors.New("denied")), verdicts{Refused: true}},
 		{"not found", apierrors.NewNotFound(gr, "x"), verdicts{Refused: true}},
-		{"a server timeout", apierrors.NewServerTimeout(gr, "patch", 1), verdicts{Unreachable: true}},
-		{"a request timeout", apierrors.NewTimeoutError("slow", 1), verdicts{Unreachable: true}},
+		{"a server timeout", apierrors.NewServerTimeout(gr, "patch", 1), verdicts{Unreachable: true, Uncertain: true}},
+		{"a request timeout", apierrors.NewTimeoutError("slow", 1), verdicts{Unreachable: true, Uncertain: true}},
 		{"throttled", apierrors.NewTooManyRequests("slow down", 1), verdicts{Unreachable: true}},
 		{"unavailable", apierrors.NewServiceUnavailable("down"), verdicts{Unreachable: true}},
 		{"an internal error", apierrors.NewInternalError(errors.New("etcd")), verdicts{}},
-		{"a lost connection", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, verdicts{Unreachable: true}},
+		// client-go returns the HTTP client's errors as *url.Error.
+		{"the API server down: a refused connection", &url.Error{Op: "Post", URL: "https://api/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, verdicts{Unreachable: true}},
+		{"a connection lost mid-request", &url.Error{Op: "Post", URL: "https://api/x", Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}, verdicts{Unreachable: true, Uncertain: true}},
+		{"the client's deadline passed", &url.Error{Op: "Post", URL: "https://api/x", Err: context.DeadlineExceeded}, verdicts{Unreachable: true, Uncertain: true}},
+		{"the caller gave up mid-request", &url.Error{Op: "Post", URL: "https://api/x", Err: context.Canceled}, verdicts{Unreachable: true, Uncertain: true}},
+		{"a bare deadline", context.DeadlineExceeded, verdicts{Unreachable: true, Uncertain: true}},
 		{"a plain error", errors.New("connection reset by peer"), verdicts{}},
-		{"the caller gave up", context.Canceled, verdicts{}},
+		{"a bare cancellation", context.Canceled, verdicts{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := verdicts{NamespaceTerminating(tt.err), Refused(tt.err), Unreachable(tt.err)}
+			got := verdicts{NamespaceTerminating(tt.err), Refused(tt.err), Unreachable(tt.err), Uncertain(tt.err)}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("verdicts (-want +got):\n%s", diff)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,11 @@ var documented = map[string]map[string]any{
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "oauth2-proxy"}},
 			"podSelector":       map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "oauth2-proxy"}},
 		}}}},
+	},
+	"extra environment": {
+		"url":        "https://userland.example.edu",
+		"controller": map[string]any{"extraEnv": []any{map[string]any{"name": "GOMEMLIMIT", "value": "400MiB"}}},
+		"gateway":    map[string]any{"extraEnv": []any{map[string]any{"name": "GOGC", "value": "200"}}},
 	},
 	"ingress with TLS, autoscaling, monitoring and samples": {
 		"url": "https://userland.example.edu",
@@ -242,6 +248,21 @@ func checkCase(t *testing.T, name string, objs []*unstructured.Unstructured) {
 					t.Errorf("args lack the shipped client limit %q: %s", w, got)
 				}
 			}
+		}
+	case "extra environment":
+		for suffix, want := range map[string]string{"-controller": "GOMEMLIMIT=400MiB", "-gateway": "GOGC=200"} {
+			env, _, _ := unstructured.NestedSlice(containerOf(t, find(objs, "Deployment", suffix)), "env")
+			var got []string
+			for _, e := range env {
+				m := e.(map[string]any)
+				got = append(got, fmt.Sprintf("%v=%v", m["name"], m["value"]))
+			}
+			if !slices.Contains(got, want) {
+				t.Errorf("%s env %v lacks %s", suffix, got, want)
+			}
+		}
+		if env, _, _ := unstructured.NestedSlice(containerOf(t, find(objs, "Deployment", "-controller")), "env"); len(env) != 2 {
+			t.Errorf("controller env %v: want POD_NAMESPACE kept beside the extra variable", env)
 		}
 	case "cert-manager":
 		if !strings.Contains(controllerArgs, "--webhook-cert-mode=external") || find(objs, "Certificate", "") == nil ||

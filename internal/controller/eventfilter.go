@@ -56,6 +56,26 @@ var podSeenChanged = predicate.Funcs{
 	},
 }
 
+// freesRolloutPlace passes the Deployment events after which it may no
+// longer count against its template's rollout budget (countsAgainstBudget
+// held before and not after: rolled out, or stopped) and its deletion:
+// only these can make room for a waiting sibling's restart. Waking every
+// waiting sibling on every change that a reconcile reads (each restart
+// makes about four) had a 10,000-environment template's rollout spend
+// most of a core deciding again and again that there was no room. A new
+// Deployment takes a place rather than freeing one; after a restart of
+// the controller every Userland is reconciled anyway.
+var freesRolloutPlace = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*appsv1.Deployment)
+		after, ok2 := e.ObjectNew.(*appsv1.Deployment)
+		return !ok1 || !ok2 || countsAgainstBudget(before) && !countsAgainstBudget(after)
+	},
+}
+
 // deploymentSeenChanged passes a Deployment update only when what a
 // reconcile reads from it moved: its spec (the generation), its metadata
 // (the start and idle-stop annotations, labels, owners, deletion), and

@@ -104,3 +104,61 @@ func TestEventFiltersPassWhatAReconcileReads(t *testing.T) {
 		t.Errorf("Deployment updates that reconcile (-want +got):\n%s", diff)
 	}
 }
+
+// TestOnlyAFreedPlaceWakesTheWaitingRollouts: a waiting sibling is woken
+// by a Deployment that stops counting against the budget (rolled out, or
+// stopped while not rolled out) or goes away, and by nothing else: not a
+// restart starting, not the Deployment controller's progress, not a
+// running one stopped (it held no place), not a new one.
+func TestOnlyAFreedPlaceWakesTheWaitingRollouts(t *testing.T) {
+	t.Parallel()
+	one, zero := int32(1), int32(0)
+	rolledOutDep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "u", Generation: 1},
+		Spec: appsv1.DeploymentSpec{Replicas: &one},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}}
+	with := func(from *appsv1.Deployment, edit func(*appsv1.Deployment)) *appsv1.Deployment {
+		d := from.DeepCopy()
+		edit(d)
+		return d
+	}
+	restarted := with(rolledOutDep, func(d *appsv1.Deployment) { d.Generation = 2 })
+	observed := with(restarted, func(d *appsv1.Deployment) {
+		d.Status.ObservedGeneration, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = 2, 0, 0, 0
+		d.Status.Conditions[0].Status = corev1.ConditionFalse
+	})
+	newPodUp := with(observed, func(d *appsv1.Deployment) {
+		d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = 1, 1, 1
+		d.Status.Conditions[0].Status = corev1.ConditionTrue
+	})
+	stopped := func(from *appsv1.Deployment) *appsv1.Deployment {
+		return with(from, func(d *appsv1.Deployment) { d.Spec.Replicas, d.Generation = &zero, d.Generation+1 })
+	}
+	updates := map[string]struct {
+		before, after *appsv1.Deployment
+		want          bool
+	}{
+		"a restart written":                      {rolledOutDep, restarted, false},
+		"the restart observed, old pod gone":     {restarted, observed, false},
+		"the new pod available: rolled out":      {observed, newPodUp, true},
+		"one restarting stopped":                 {observed, stopped(observed), true},
+		"one running stopped held no place":      {rolledOutDep, stopped(rolledOutDep), false},
+		"a resync of one rolled out":             {rolledOutDep, rolledOutDep, false},
+		"a resync of one restarting":             {observed, observed, false},
+		"one rolled out losing its pod":          {rolledOutDep, observed, false},
+		"one stopped started (takes a place)":    {stopped(rolledOutDep), rolledOutDep, false},
+		"a crashed pod back without any restart": {with(rolledOutDep, func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 0 }), rolledOutDep, true},
+	}
+	got, want := map[string]bool{}, map[string]bool{}
+	for name, tc := range updates {
+		got[name] = freesRolloutPlace.Update(event.UpdateEvent{ObjectOld: tc.before, ObjectNew: tc.after})
+		want[name] = tc.want
+	}
+	got["created"] = freesRolloutPlace.Create(event.CreateEvent{Object: observed})
+	want["created"] = false
+	got["deleted"] = freesRolloutPlace.Delete(event.DeleteEvent{Object: observed})
+	want["deleted"] = true
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Deployment events that wake waiting rollouts (-want +got):\n%s", diff)
+	}
+}

@@ -16,6 +16,13 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
 
+// countsAgainstBudget is true of a running Deployment not rolled out: it
+// takes one of its template's maxUnavailable places. freesRolloutPlace
+// wakes the waiting when one stops being so.
+func countsAgainstBudget(dep *appsv1.Deployment) bool {
+	return dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0 && !rolledOut(dep)
+}
+
 // budgetAvailable reports whether restarting one more of the template's
 // running environments keeps the unavailable ones within maxUnavailable.
 // Unavailable counts the other running environments whose Deployment is
@@ -57,7 +64,7 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		// unavailable (a broken template's, to fix it) adds nothing, and
 		// counting it would leave every environment of a template whose
 		// broken ones fill the budget waiting for one that never comes.
-		if !rolledOut(&dep) && key != self {
+		if countsAgainstBudget(&dep) && key != self {
 			unavailable++
 			counted[key] = true
 		}

@@ -176,8 +176,9 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindClusterTemplate)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A sibling becoming available frees Immediate rollout budget.
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(deploymentSeenChanged)).
+		// A sibling rolled out, stopped or gone frees Immediate rollout
+		// budget.
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(freesRolloutPlace)).
 		// One deleted frees any budget it held: its Deployment and its
 		// restart stop counting once it is no longer listed, and its
 		// Deployment's own events can no longer name the template.

@@ -28,7 +28,7 @@ type Process struct {
 
 // StartProcess starts bin with args, logging to <dir>/<name>.log. The child
 // exits if this process dies abruptly: on Linux the kernel kills it
-// (startTied), and binaries built from hack/tools also watch their parent
+// (StartTied), and binaries built from hack/tools also watch their parent
 // when given parentwatch's variable, which covers other systems.
 func StartProcess(dir, name, bin string, args ...string) (*Process, error) {
 	return startProcess(dir, name, bin, args, 1)
@@ -58,7 +58,7 @@ func startProcess(dir, name, bin string, args []string, starts int) (*Process, e
 	// harness's orderly shutdown.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), dir: dir, bin: bin, args: args, starts: starts}
-	err = startTied(cmd, func(err error) {
+	err = StartTied(cmd, func(err error) {
 		p.err = err
 		_ = logFile.Close()
 		close(p.done)

@@ -6,7 +6,7 @@ import (
 	"syscall"
 )
 
-// startTied starts cmd so that the kernel kills it when this process dies,
+// StartTied starts cmd so that the kernel kills it when this process dies,
 // whatever the binary is (official release builds have no parent watch of
 // their own), and calls exited with its end.
 //
@@ -14,7 +14,7 @@ import (
 // and the Go runtime may end an idle thread at any time. So the child is
 // started from a goroutine locked to its thread, which stays in Wait until
 // the child ends: the thread lives exactly as long as the child needs it.
-func startTied(cmd *exec.Cmd, exited func(error)) error {
+func StartTied(cmd *exec.Cmd, exited func(error)) error {
 	started := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread is discarded with the goroutine, and

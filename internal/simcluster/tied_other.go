@@ -4,10 +4,10 @@ package simcluster
 
 import "os/exec"
 
-// startTied starts cmd and calls exited with its end. Outside Linux there
+// StartTied starts cmd and calls exited with its end. Outside Linux there
 // is no parent-death signal; the binaries built from hack/tools watch their
 // parent themselves.
-func startTied(cmd *exec.Cmd, exited func(error)) error {
+func StartTied(cmd *exec.Cmd, exited func(error)) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -148,6 +148,9 @@ func plainError(err error) string {
 	if apiverdict.NamespaceTerminating(err) {
 		return "That environment's namespace is being deleted, so nothing can be created there."
 	}
+	if apiverdict.Uncertain(err) {
+		return "The cluster could not be reached in time, so the change may or may not have been made. Reload the page in a minute to see."
+	}
 	if apiverdict.Unreachable(err) {
 		return "The cluster could not be reached, so nothing was changed. Try again in a minute."
 	}

@@ -34,6 +34,8 @@ func TestPlainErrorSaysWhatToDo(t *testing.T) {
 		{"suspended by staff", actions.ErrSuspendedByStaff, "An administrator or instructor suspended this environment, so only they can start it again."},
 		{"API server down", fmt.Errorf("patching demo/a: %w", refused), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
 		{"API server overloaded", apierrors.NewTooManyRequests("slow down", 1), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
+		{"API server too slow: it may have done it", fmt.Errorf("patching demo/a: %w", apierrors.NewServerTimeout(gr, "patch", 1)), "The cluster could not be reached in time, so the change may or may not have been made. Reload the page in a minute to see."},
+		{"connection lost mid-request", fmt.Errorf("patching demo/a: %w", &url.Error{Op: "Patch", URL: "https://10.96.0.1/", Err: &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}}), "The cluster could not be reached in time, so the change may or may not have been made. Reload the page in a minute to see."},
 		{"namespace being deleted", fmt.Errorf("creating userland demo/a: %w", terminating), "That environment's namespace is being deleted, so nothing can be created there."},
 		{"a refusal says why", apierrors.NewConflict(gr, "a", errors.New("the object has been modified")), "The action failed: the object has been modified"},
 	}
