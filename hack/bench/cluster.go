@@ -186,6 +186,7 @@ func (p *process) stop() {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
+		<-p.done
 	}
 }
 

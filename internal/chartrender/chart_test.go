@@ -337,6 +337,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			want:       "ingressFrom must list",
 			renderOnly: true,
 		},
+		"POD_NAMESPACE overridden": {
+			values: map[string]any{"url": "https://u.example.edu", "controller": map[string]any{"extraEnv": []any{map[string]any{"name": "POD_NAMESPACE", "value": "elsewhere"}}}},
+			want:   "extraEnv",
+		},
 		"a client limit of zero": {
 			values: map[string]any{"url": "https://u.example.edu", "gateway": map[string]any{"kubeAPI": map[string]any{"qps": 0}}},
 			want:   "qps",
