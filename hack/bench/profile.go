@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -50,20 +51,7 @@ func takeProfiles(env *testenv.Environment, controllerPprof, dir string, after, 
 // cpuProfile takes a CPU profile from base's /debug/pprof, keeps it at
 // path, and returns its top entries by flat and by cumulative time.
 func cpuProfile(c *http.Client, base, path string, length time.Duration) string {
-	resp, err := c.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(length.Seconds())))
-	if err != nil {
-		return "profile failed: " + err.Error()
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return "profile failed: " + resp.Status
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		_, err = io.Copy(f, resp.Body)
-		_ = f.Close()
-	}
-	if err != nil {
+	if err := keepProfile(c, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(length.Seconds())), path); err != nil {
 		return "profile failed: " + err.Error()
 	}
 	flat, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", path).Output()
@@ -104,20 +92,7 @@ func tableOnly(s string) string {
 // top entries by in-use bytes, flat and cumulative, to show what the
 // process's memory holds once it has settled.
 func heapProfile(base, path string) string {
-	resp, err := http.Get(base + "/debug/pprof/heap")
-	if err != nil {
-		return "heap profile failed: " + err.Error()
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return "heap profile failed: " + resp.Status
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		_, err = io.Copy(f, resp.Body)
-		_ = f.Close()
-	}
-	if err != nil {
+	if err := keepProfile(http.DefaultClient, base+"/debug/pprof/heap", path); err != nil {
 		return "heap profile failed: " + err.Error()
 	}
 	flat, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount=20", path).Output()
@@ -129,4 +104,22 @@ func heapProfile(base, path string) string {
 		return "pprof failed: " + err.Error()
 	}
 	return trimTop(string(flat)) + "\n\nBy cumulative bytes:\n\n" + tableOnly(string(cum))
+}
+
+// keepProfile fetches a pprof profile from url and keeps it at path.
+func keepProfile(c *http.Client, url, path string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	return errors.Join(err, f.Close())
 }
