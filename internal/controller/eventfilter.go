@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // An environment's pod and Deployment change many times on the way to
@@ -73,6 +74,22 @@ var freesRolloutPlace = predicate.Funcs{
 		before, ok1 := e.ObjectOld.(*appsv1.Deployment)
 		after, ok2 := e.ObjectNew.(*appsv1.Deployment)
 		return !ok1 || !ok2 || countsAgainstBudget(before) && !countsAgainstBudget(after)
+	},
+}
+
+// leavesTemplate passes the Userland events after which it no longer
+// counts under the template it was listed under: its deletion, and an
+// update that points it at another template. Without the latter, a
+// rollout whose only free place was held by an environment moved away
+// waited for a resync (ten hours) to go on.
+var leavesTemplate = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*v1alpha1.Userland)
+		after, ok2 := e.ObjectNew.(*v1alpha1.Userland)
+		return !ok1 || !ok2 || templates.UserlandKey(before) != templates.UserlandKey(after)
 	},
 }
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 // TestEventFiltersPassWhatAReconcileReads: the pod and Deployment updates
@@ -160,5 +161,46 @@ func TestOnlyAFreedPlaceWakesTheWaitingRollouts(t *testing.T) {
 	want["deleted"] = true
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Deployment events that wake waiting rollouts (-want +got):\n%s", diff)
+	}
+}
+
+// TestLeavingATemplateWakesItsWaitingRollouts: a Userland deleted or moved
+// to another template (or kind of template) frees the place it held under
+// the one it leaves; its other changes (status, annotations, a suspension) free none.
+func TestLeavingATemplateWakesItsWaitingRollouts(t *testing.T) {
+	t.Parallel()
+	listed := testobj.MakeUserland("class", "u", "alice", "vscode").Obj()
+	listed.ResourceVersion = "1"
+	changed := func(edit func(*v1alpha1.Userland)) *v1alpha1.Userland {
+		ul := listed.DeepCopy()
+		ul.ResourceVersion = "2"
+		edit(ul)
+		return ul
+	}
+	updates := map[string]struct {
+		after *v1alpha1.Userland
+		want  bool
+	}{
+		"another template": {changed(func(ul *v1alpha1.Userland) { ul.Spec.TemplateRef.Name = "jupyter" }), true},
+		"the cluster template of the same name": {changed(func(ul *v1alpha1.Userland) {
+			ul.Spec.TemplateRef.Kind = v1alpha1.TemplateKindClusterTemplate
+		}), true},
+		"status only": {changed(func(ul *v1alpha1.Userland) { ul.Status.UpdatePending = true }), false},
+		"annotated": {changed(func(ul *v1alpha1.Userland) {
+			ul.Annotations = map[string]string{"example.org/any": "x"}
+		}), false},
+		"suspended": {changed(func(ul *v1alpha1.Userland) { ul.Spec.Suspend = true }), false},
+	}
+	got, want := map[string]bool{}, map[string]bool{}
+	for name, tc := range updates {
+		got[name] = leavesTemplate.Update(event.UpdateEvent{ObjectOld: listed, ObjectNew: tc.after})
+		want[name] = tc.want
+	}
+	got["created"] = leavesTemplate.Create(event.CreateEvent{Object: listed})
+	want["created"] = false
+	got["deleted"] = leavesTemplate.Delete(event.DeleteEvent{Object: listed})
+	want["deleted"] = true
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Userland events that wake the waiting rollouts of the template left (-want +got):\n%s", diff)
 	}
 }

@@ -179,10 +179,13 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		// A sibling rolled out, stopped or gone frees Immediate rollout
 		// budget.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(freesRolloutPlace)).
-		// One deleted frees any budget it held: its Deployment and its
-		// restart stop counting once it is no longer listed, and its
-		// Deployment's own events can no longer name the template.
-		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfUserland), builder.WithPredicates(onlyDeleted)).
+		// One deleted or moved to another template frees any budget it
+		// held under the template it leaves: its Deployment and its
+		// restart stop counting once it is no longer listed there, and
+		// its Deployment's own events now name another template or none.
+		// An update is mapped for both its old object (the template left,
+		// whose waiting are woken) and its new one.
+		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfUserland), builder.WithPredicates(leavesTemplate)).
 		// A restart recorded but not written frees its place too.
 		WatchesRawSource(source.Channel(r.budgetFreed, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfUserland))).
 		// One stopping frees a place in its course's queue.
@@ -308,13 +311,6 @@ func (r *UserlandReconciler) pendingSiblingsOfUserland(ctx context.Context, obj 
 	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
 }
 
-// onlyDeleted passes delete events alone.
-var onlyDeleted = predicate.Funcs{
-	CreateFunc:  func(event.CreateEvent) bool { return false },
-	UpdateFunc:  func(event.UpdateEvent) bool { return false },
-	GenericFunc: func(event.GenericEvent) bool { return false },
-	DeleteFunc:  func(event.DeleteEvent) bool { return true },
-}
 
 // userlandOfChild reads, from the cache, the Userland a labelled child
 // belongs to; nil when there is none.
