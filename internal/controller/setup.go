@@ -311,7 +311,6 @@ func (r *UserlandReconciler) pendingSiblingsOfUserland(ctx context.Context, obj 
 	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
 }
 
-
 // userlandOfChild reads, from the cache, the Userland a labelled child
 // belongs to; nil when there is none.
 func (r *UserlandReconciler) userlandOfChild(ctx context.Context, obj client.Object) *v1alpha1.Userland {
