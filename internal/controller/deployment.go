@@ -93,11 +93,7 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		cached = s.dep
 	}
 	wrote, err := r.applyWrote(ctx, s, desired, cached)
-	if !wrote || apiverdict.Refused(err) {
-		// Not written (refused, or nothing to send): a restart recorded
-		// for it is not in flight, and must not hold a place.
-		r.restoreInflight(s, key, inflightBefore, hadInflight)
-	}
+	r.settleInflight(s, key, inflightBefore, hadInflight, wrote && !apiverdict.Refused(err))
 	if err != nil {
 		return r.nameConflict(s, "Deployment", err)
 	}
@@ -138,7 +134,7 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	key := types.NamespacedName{Namespace: s.ul.Namespace, Name: s.ul.Name}
 	if !outdated {
 		if rolledOut(s.dep) {
-			r.inflight.done(key, current)
+			s.restartSeenDone = current
 		}
 		return desired, false, 0, nil
 	}
@@ -175,6 +171,22 @@ func (r *UserlandReconciler) choosePodTemplate(ctx context.Context, s *reconcile
 	r.Metrics.rolloutApplied()
 	r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "RolledOut", "Rollout", "applied the current template (%s policy)", in.Policy)
 	return desired, false, 0, nil
+}
+
+// settleInflight ends what this reconcile did to key's restart in flight.
+// Not written (refused, or nothing to send), a restart recorded for it is
+// not in flight and must not hold a place, so the tracker is put back as
+// it was. A restart the cache shows finished is forgotten only after
+// that: forgotten before, the put-back brought it back (and woke every
+// waiting sibling) on each reconcile of a finished restart, so it was
+// tracked until it expired.
+func (r *UserlandReconciler) settleInflight(s *reconcileState, key types.NamespacedName, before restart, had, written bool) {
+	if !written {
+		r.restoreInflight(s, key, before, had)
+	}
+	if s.restartSeenDone != "" {
+		r.inflight.done(key, s.restartSeenDone)
+	}
 }
 
 // restoreInflight puts key's restart in flight back as it was before this

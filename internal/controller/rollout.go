@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // countsAgainstBudget is true of a running Deployment not rolled out: it
@@ -38,41 +39,55 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		return false, 0, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
 	}
 	running, unavailable := 0, 0
-	// cached is the pod template hash of the Deployment the cache shows
-	// for each listed sibling; counted are those it shows unavailable.
-	cached := make(map[types.NamespacedName]string, len(siblings.Items))
-	listed := make(map[types.NamespacedName]bool, len(siblings.Items))
-	counted := map[types.NamespacedName]bool{}
+	// What the restarts in flight are judged by is kept for them alone,
+	// not in maps of every sibling (at 2,000 siblings in one namespace,
+	// those maps and a Deployment allocated per sibling were a third of
+	// a rollout's controller CPU, with the garbage collection they made).
+	tracked := r.inflight.names()
+	seen := make(map[types.NamespacedName]sibling, len(tracked))
 	self := client.ObjectKeyFromObject(s.ul)
+	// One Deployment read into, not one allocated per sibling; read-only.
+	var dep appsv1.Deployment
 	for i := range siblings.Items {
 		sib := &siblings.Items[i]
 		key := client.ObjectKeyFromObject(sib)
-		listed[key] = true
-		var dep appsv1.Deployment
-		// Read-only too: at 10,000 siblings a deep copy of each Deployment
-		// per decision was most of a rollout's CPU.
+		var info sibling
+		_, isTracked := tracked[key]
+		dep = appsv1.Deployment{} // a reader that decodes into it must not merge
 		if err := r.Client.Get(ctx, key, &dep, client.UnsafeDisableDeepCopy); err != nil {
 			if apierrors.IsNotFound(err) {
+				if isTracked {
+					seen[key] = info
+				}
 				continue
 			}
 			return false, 0, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
 		}
-		cached[key] = dep.Spec.Template.Annotations[AnnotationTemplateHash]
-		if dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 {
-			continue
+		info.shown, info.hash = true, dep.Spec.Template.Annotations[AnnotationTemplateHash]
+		if dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0 {
+			running++
+			// The deciding environment is not counted: restarting one
+			// already unavailable (a broken template's, to fix it) adds
+			// nothing, and counting it would leave every environment of a
+			// template whose broken ones fill the budget waiting for one
+			// that never comes.
+			if countsAgainstBudget(&dep) && key != self {
+				unavailable++
+				info.counted = true
+			}
 		}
-		running++
-		// The deciding environment is not counted: restarting one already
-		// unavailable (a broken template's, to fix it) adds nothing, and
-		// counting it would leave every environment of a template whose
-		// broken ones fill the budget waiting for one that never comes.
-		if countsAgainstBudget(&dep) && key != self {
-			unavailable++
-			counted[key] = true
+		if isTracked {
+			seen[key] = info
 		}
 	}
 	inflight, expires := r.inflight.count(s.now, func(name types.NamespacedName, to string) bool {
-		seen, shown := cached[name]
+		info, listed := seen[name]
+		if _, known := tracked[name]; !known {
+			// Recorded while the siblings were read (a WhenIdle restart of
+			// any template, or one put back after a write that did not
+			// happen): judged now from the cache, counted if listed here.
+			info, listed = r.siblingNow(ctx, name, s.template.Key)
+		}
 		// Not counted here: the environment deciding (its own restart is
 		// what is decided, and a write that failed must not block its
 		// retry); one the cache already counts; one whose Deployment the
@@ -82,7 +97,7 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		// and one not listed under this template (another template's,
 		// deleted, or moved away). One listed whose Deployment the cache
 		// does not show (deleted, or its label removed) still counts.
-		return name == self || counted[name] || !listed[name] || (shown && seen == to)
+		return name == self || info.counted || !listed || (info.shown && info.hash == to)
 	})
 	unavailable += inflight
 	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
@@ -99,6 +114,34 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 		recheck = expires.Sub(s.now)
 	}
 	return false, recheck, nil
+}
+
+// siblingNow is what the cache shows of name's environment when a restart
+// of it was recorded after the siblings were read: whether it is listed
+// under template (counted, if unsure), and its Deployment's pod template.
+// Whether it was counted as unavailable is not known, so it is not set:
+// the restart may then count twice, which only delays.
+func (r *UserlandReconciler) siblingNow(ctx context.Context, name types.NamespacedName, template string) (info sibling, listed bool) {
+	var ul v1alpha1.Userland
+	if err := r.Client.Get(ctx, name, &ul, client.UnsafeDisableDeepCopy); err != nil {
+		return info, !apierrors.IsNotFound(err)
+	}
+	if templates.UserlandKey(&ul) != template {
+		return info, false
+	}
+	var dep appsv1.Deployment
+	if err := r.Client.Get(ctx, name, &dep, client.UnsafeDisableDeepCopy); err == nil {
+		info.shown, info.hash = true, dep.Spec.Template.Annotations[AnnotationTemplateHash]
+	}
+	return info, true
+}
+
+// sibling is what a budget decision saw of a sibling with a restart in
+// flight: the pod template hash of the Deployment the cache shows (if it
+// shows one), and whether that Deployment was counted as unavailable.
+type sibling struct {
+	hash           string
+	shown, counted bool
 }
 
 // rolloutTracker remembers Immediate restarts this process started and whose
@@ -144,6 +187,17 @@ func (t *rolloutTracker) count(now time.Time, skip func(name types.NamespacedNam
 		}
 	}
 	return n, expires
+}
+
+// names is the environments with a restart recorded now.
+func (t *rolloutTracker) names() map[types.NamespacedName]struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make(map[types.NamespacedName]struct{}, len(t.restarts))
+	for name := range t.restarts {
+		names[name] = struct{}{}
+	}
+	return names
 }
 
 // sweep drops expired restarts; t.mu is held.

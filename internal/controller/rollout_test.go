@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -317,5 +319,111 @@ func TestDeletedEnvironmentWakesItsTemplatesWaitingRollouts(t *testing.T) {
 	want := []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: "waiting"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("woken by the deletion (-want +got):\n%s", diff)
+	}
+}
+
+// TestARestartRecordedMidDecisionIsJudgedFromTheCache: a restart recorded
+// while a decision reads its siblings (a WhenIdle restart takes no
+// decision lock) is judged as any other: another template's does not take
+// this one's place (counting it left a rollout waiting for its expiry),
+// and one of a sibling here does.
+func TestARestartRecordedMidDecisionIsJudgedFromTheCache(t *testing.T) {
+	t.Parallel()
+	const ns = "class"
+	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	sibling := func(name, tmpl string, available bool) []client.Object {
+		ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.UserlandSpec{User: name, TemplateRef: v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: tmpl}}}
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1))}}
+		dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "old"}
+		dep.Status.ObservedGeneration = 1
+		if available {
+			dep.Status = appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}
+		}
+		return []client.Object{ul, dep}
+	}
+	tests := []struct {
+		name     string
+		recorded string // restarted while the first sibling's Deployment is read
+		want     bool
+		recheck  time.Duration
+	}{
+		{name: "another template's environment", recorded: "elsewhere", want: true},
+		{name: "a sibling not yet restarted in the cache", recorded: "b", want: false, recheck: inflightExpiry},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &UserlandReconciler{}
+			var once sync.Once
+			// 25% of 8 is 2: "a" unavailable leaves room for one more.
+			b := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
+				WithIndex(&v1alpha1.Userland{}, IndexTemplateKey, IndexUserlandByTemplate).
+				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, isDeployment := obj.(*appsv1.Deployment); isDeployment {
+						once.Do(func() { r.inflight.add(types.NamespacedName{Namespace: ns, Name: tt.recorded}, now, "new") })
+					}
+					return c.Get(ctx, key, obj, opts...)
+				}})
+			b = b.WithObjects(sibling("a", "t", false)...).WithObjects(sibling("elsewhere", "u", true)...)
+			for _, name := range []string{"b", "c", "d", "e", "f", "g", "h"} {
+				b = b.WithObjects(sibling(name, "t", true)...)
+			}
+			r.Client = b.Build()
+			key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "t")
+			spec := &v1alpha1.TemplateSpec{Rollout: v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate, MaxUnavailable: ptr.To(intstr.FromString("25%"))}}
+			s := &reconcileState{ul: &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}}, now: now,
+				template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
+			ok, recheck, err := r.budgetAvailable(context.Background(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type decision struct {
+				Available bool
+				Recheck   time.Duration
+			}
+			if diff := cmp.Diff(decision{tt.want, tt.recheck}, decision{ok, recheck}); diff != "" {
+				t.Errorf("budget (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAFinishedRestartIsForgottenWithoutWakingAnyone: the reconcile that
+// finds an environment's restart rolled out, with nothing left to write,
+// forgets the restart and wakes no one: the Deployment event that showed
+// it finished already did. (Forgotten before the tracker was put back as
+// the reconcile found it, it came back on every such reconcile, each
+// waking every waiting sibling, and stayed tracked until it expired.)
+func TestAFinishedRestartIsForgottenWithoutWakingAnyone(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	key := types.NamespacedName{Namespace: "class", Name: "u"}
+	r := &UserlandReconciler{budgetFreed: make(chan event.GenericEvent, 1)}
+	r.inflight.add(key, now, "new")
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Generation: 2},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1))},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}}
+	dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "new"}
+	s := &reconcileState{ul: &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, dep: dep, now: now,
+		template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Spec: &v1alpha1.TemplateSpec{}}}
+	desired := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationTemplateHash: "new"}}}
+
+	before, had := r.inflight.get(key)
+	if _, pending, _, err := r.choosePodTemplate(context.Background(), s, desired, true, now); err != nil || pending {
+		t.Fatalf("choosing the pod template: pending %v, %v", pending, err)
+	}
+	r.settleInflight(s, key, before, had, false) // the Deployment is as wanted: nothing written
+
+	if rs, ok := r.inflight.get(key); ok {
+		t.Errorf("the finished restart is still in flight: %+v", rs)
+	}
+	select {
+	case e := <-r.budgetFreed:
+		t.Errorf("woke the waiting siblings of %s", e.Object.GetName())
+	default:
 	}
 }

@@ -123,6 +123,10 @@ type reconcileState struct {
 	waiting bool
 	// health is what the status phase observed of a running environment.
 	health Health
+	// restartSeenDone is the pod template hash at which the cache shows
+	// this environment's Deployment rolled out, when it is the one wanted:
+	// settleInflight forgets a restart in flight to it.
+	restartSeenDone string
 	// rolloutDecided is whether the Deployment phase decided UpToDate
 	// (Status.UpdatePending holds the decision).
 	rolloutDecided bool
