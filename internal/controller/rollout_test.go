@@ -324,9 +324,10 @@ func TestDeletedEnvironmentWakesItsTemplatesWaitingRollouts(t *testing.T) {
 
 // TestARestartRecordedMidDecisionIsJudgedFromTheCache: a restart recorded
 // while a decision reads its siblings (a WhenIdle restart takes no
-// decision lock) is judged as any other: another template's does not take
-// this one's place (counting it left a rollout waiting for its expiry),
-// and one of a sibling here does.
+// decision lock), after the decision took note of the restarts in flight,
+// is judged as any other: another template's does not take this one's
+// place (counted blindly, it would leave the rollout waiting for its
+// expiry), and one of a sibling here does.
 func TestARestartRecordedMidDecisionIsJudgedFromTheCache(t *testing.T) {
 	t.Parallel()
 	const ns = "class"
@@ -362,6 +363,9 @@ func TestARestartRecordedMidDecisionIsJudgedFromTheCache(t *testing.T) {
 			b := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
 				WithIndex(&v1alpha1.Userland{}, IndexTemplateKey, IndexUserlandByTemplate).
 				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					// The siblings' loop reads the first Deployment, before
+					// the tracker's lock is held to count (adding under it
+					// would deadlock).
 					if _, isDeployment := obj.(*appsv1.Deployment); isDeployment {
 						once.Do(func() { r.inflight.add(types.NamespacedName{Namespace: ns, Name: tt.recorded}, now, "new") })
 					}
@@ -415,6 +419,9 @@ func TestAFinishedRestartIsForgottenWithoutWakingAnyone(t *testing.T) {
 	before, had := r.inflight.get(key)
 	if _, pending, _, err := r.choosePodTemplate(context.Background(), s, desired, true, now); err != nil || pending {
 		t.Fatalf("choosing the pod template: pending %v, %v", pending, err)
+	}
+	if s.restartSeenDone != "new" {
+		t.Errorf("the restart seen finished at %q, want %q", s.restartSeenDone, "new")
 	}
 	r.settleInflight(s, key, before, had, false) // the Deployment is as wanted: nothing written
 
