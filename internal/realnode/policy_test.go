@@ -134,12 +134,13 @@ func TestNetworkPolicyOnRealNode(t *testing.T) {
 	// What is allowed: the gateway reaches every environment, by pod and
 	// by Service; carol, with unrestricted egress, reaches the API server
 	// (so the refusals above are the policies', not a broken network).
+	// The firewall learns the gateway pod's address asynchronously (kube-
+	// router syncs its ipsets after the pod appears; one CI run dialled
+	// before it had and was refused), so the gateway gets up to a minute,
+	// and the wait is reported.
 	for _, addr := range []string{pods["alice"], pods["bob"], pods["carol"], svcs["alice"], svcs["bob"], svcs["carol"]} {
-		if msg, ok := dial(ctx, n, gw, addr); !ok {
-			t.Errorf("the gateway's pod did not reach %s: %s", addr, msg)
-		} else {
-			t.Logf("gateway → %s: %s", addr, msg)
-		}
+		waited := eventually(ctx, t, n, gw, addr, true)
+		t.Logf("TIMING the gateway reached %s %s after the Userlands were created (waited %s for it here)", addr, time.Since(created).Round(10*time.Millisecond), waited.Round(10*time.Millisecond))
 	}
 	// alice's default (Internet) egress reaches a public address outside
 	// the cluster, as carol's does. carol, with unrestricted egress,
