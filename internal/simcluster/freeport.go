@@ -8,7 +8,8 @@ import (
 // FreePort asks the kernel for a free loopback port: the one helper the
 // cluster, `userland dev`, the benchmarks and the tests use. Another
 // process could take the port before it is bound; the program binding it
-// then fails to start and says so.
+// then fails to start and says so (Start then tries again on fresh ports,
+// for etcd and the API server).
 func FreePort() (int, error) {
 	return FreePortOn("127.0.0.1")
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,7 +143,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		c.ownDir = true
 	}
-	if err := c.startAPI(ctx, opts.BinariesDir); err != nil {
+	err := c.startAPI(ctx, opts.BinariesDir)
+	for attempt := 2; err != nil && portTaken(err) && attempt <= startAttempts; attempt++ {
+		// Another process bound a port between FreePort finding it free
+		// and etcd or the API server binding it (seen in CI): start them
+		// again, on ports found afresh.
+		if stopErr := c.stopProcesses(); stopErr != nil {
+			return nil, errors.Join(err, stopErr, c.Stop())
+		}
+		err = c.startAPI(ctx, opts.BinariesDir)
+	}
+	if err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
 	if opts.Mode == Full {
@@ -156,15 +167,31 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 // Stop ends every process the cluster started, the API server and etcd
 // last. It is safe to call more than once and on a partly started cluster.
 func (c *Cluster) Stop() error {
+	errs := []error{c.stopProcesses()}
+	if c.ownDir && !c.opts.KeepDir {
+		errs = append(errs, os.RemoveAll(c.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+// stopProcesses ends every process the cluster started, last first.
+func (c *Cluster) stopProcesses() error {
 	var errs []error
 	for i := len(c.processes) - 1; i >= 0; i-- {
 		errs = append(errs, c.processes[i].Stop(10*time.Second))
 	}
 	c.processes = nil
-	if c.ownDir && !c.opts.KeepDir {
-		errs = append(errs, os.RemoveAll(c.Dir))
-	}
 	return errors.Join(errs...)
+}
+
+// startAttempts is how many times Start brings up etcd and the API server
+// when one of them could not bind the port it was given.
+const startAttempts = 3
+
+// portTaken is true of a start that failed because a component could not
+// bind its port: its last log lines, which the error carries, say so.
+func portTaken(err error) bool {
+	return strings.Contains(err.Error(), "address already in use")
 }
 
 // StopComponent stops one of the cluster's processes by name
