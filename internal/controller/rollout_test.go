@@ -181,17 +181,7 @@ func TestRolloutBudgetCountsUnavailableAndInflightRestarts(t *testing.T) {
 			}
 			spec := &v1alpha1.TemplateSpec{Rollout: v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate, MaxUnavailable: &tt.maxUnavailable}}
 			s := &reconcileState{ul: deciding, now: now, template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
-			ok, recheck, err := r.budgetAvailable(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			type decision struct {
-				Available bool
-				Recheck   time.Duration
-			}
-			if diff := cmp.Diff(decision{tt.want, tt.wantRecheck}, decision{ok, recheck}); diff != "" {
-				t.Errorf("budget (-want +got):\n%s", diff)
-			}
+			checkBudget(t, r, s, tt.want, tt.wantRecheck)
 		})
 	}
 	// An inflight restart stops counting at its expiry, when the recheck
@@ -380,17 +370,7 @@ func TestARestartRecordedMidDecisionIsJudgedFromTheCache(t *testing.T) {
 			spec := &v1alpha1.TemplateSpec{Rollout: v1alpha1.RolloutSpec{Policy: v1alpha1.RolloutImmediate, MaxUnavailable: ptr.To(intstr.FromString("25%"))}}
 			s := &reconcileState{ul: &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new"}}, now: now,
 				template: &templates.Resolved{Kind: v1alpha1.TemplateKindTemplate, Name: "t", Key: key, Spec: spec}}
-			ok, recheck, err := r.budgetAvailable(context.Background(), s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			type decision struct {
-				Available bool
-				Recheck   time.Duration
-			}
-			if diff := cmp.Diff(decision{tt.want, tt.recheck}, decision{ok, recheck}); diff != "" {
-				t.Errorf("budget (-want +got):\n%s", diff)
-			}
+			checkBudget(t, r, s, tt.want, tt.recheck)
 		})
 	}
 }
@@ -432,5 +412,22 @@ func TestAFinishedRestartIsForgottenWithoutWakingAnyone(t *testing.T) {
 	case e := <-r.budgetFreed:
 		t.Errorf("woke the waiting siblings of %s", e.Object.GetName())
 	default:
+	}
+}
+
+// checkBudget asks r's budget decision for s and compares its answer and
+// recheck with the wanted ones.
+func checkBudget(t *testing.T, r *UserlandReconciler, s *reconcileState, want bool, wantRecheck time.Duration) {
+	t.Helper()
+	ok, recheck, err := r.budgetAvailable(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type decision struct {
+		Available bool
+		Recheck   time.Duration
+	}
+	if diff := cmp.Diff(decision{want, wantRecheck}, decision{ok, recheck}); diff != "" {
+		t.Errorf("budget (-want +got):\n%s", diff)
 	}
 }
