@@ -86,6 +86,12 @@ const (
 	// ReasonNameConflict means a child's name is taken by an object this
 	// Userland does not own; nothing is changed until it is removed.
 	ReasonNameConflict = "NameConflict"
+	// ReasonEarlierPodsRemain means pods carrying the environment's label
+	// exist though it has no Deployment yet: an earlier Userland's of the
+	// same name that the garbage collector has not removed, or pods made
+	// by hand. Its Deployment is created once they are gone, so that its
+	// Service never selects them.
+	ReasonEarlierPodsRemain = "EarlierPodsRemain"
 	// ReasonVolumeConflict means a claim of a volume's name exists that was
 	// not made by Userland for this user; it is not mounted.
 	ReasonVolumeConflict = "VolumeConflict"

@@ -70,6 +70,7 @@ var reviewed = map[string][]grant{
 		{what: "discovery.k8s.io/endpointslices: list watch", why: "an environment's pod address, from its Service's slices (informer, environments' slices only); cluster DNS could give a gone pod's address after a wake"},
 		{what: "events: list", why: "the dashboard shows an environment's latest event (core events, field selector, from the API server)"},
 		{what: "namespaces: get list watch", why: "their userland.dev/instructor-groups annotation (informer)"},
+		{what: "services: list watch", why: "which Userland controls an environment's Service (metadata informer, environments' Services only): an earlier Userland's Service of the same name left its slices behind"},
 		{what: "userland.dev/clustertemplates: get list watch", why: "routing and the dashboard (informer)"},
 		{what: "userland.dev/courses: enroll get grant list patch watch", why: "rosters (informer); patch: staff import a roster from the course page; enroll: sign-in provisioning for a course's students sets its label; grant: the course page's Grant hours, after a SubjectAccessReview for the person"},
 		{what: "userland.dev/templates: get list watch", why: "routing and the dashboard (informer)"},

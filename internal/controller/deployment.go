@@ -77,6 +77,9 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		// the Deployment needs no change at all until the rollout is due.
 		return result, nil
 	}
+	if s.earlierPodsRemain() {
+		return result, nil
+	}
 	if s.dep == nil || s.dep.Spec.Template.Annotations[AnnotationTemplateHash] != pod.Annotations[AnnotationTemplateHash] {
 		// A pod template the cache does not show is written, by any path.
 		// (One it shows already is no write: a revert within the cache's

@@ -32,6 +32,9 @@ func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileS
 	if !r.createOnce(s, "Service", desired, cached) {
 		return ctrl.Result{}, nil
 	}
+	if cached == nil && s.earlierPodsRemain() {
+		return ctrl.Result{}, nil
+	}
 	if cached == nil {
 		desired.Annotations = map[string]string{AnnotationAppliedHash: hash}
 		err := r.Client.Create(ctx, desired, client.FieldOwner(FieldOwner))

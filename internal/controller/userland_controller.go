@@ -140,6 +140,17 @@ type reconcileState struct {
 	cacheBehind bool
 }
 
+// earlierPodsRemain: pods carry the environment's label, and the cache
+// shows no Deployment of its own to have made them. They are an earlier
+// Userland's of this name (or made by hand): the garbage collector removes
+// a deleted Userland's children one level at a time, its pods after its
+// Deployment. The environment's Service selects by that label, so its
+// slices would list them and the gateway could send this environment's
+// user to the earlier user's pod. Neither the Service nor the Deployment
+// is created until they are gone (ObserveHealth says so in the status);
+// their deletion events bring the next reconcile.
+func (s *reconcileState) earlierPodsRemain() bool { return s.dep == nil && len(s.pods) > 0 }
+
 // finding is a reason and message a phase found for the Ready condition.
 type finding struct{ reason, message string }
 

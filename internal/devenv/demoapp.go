@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/userland-dev/userland/internal/echo"
 )
 
@@ -64,7 +66,7 @@ func (d *DemoApps) handler(key string) http.Handler {
 
 // Resolve returns the demo app for an environment, starting it on first
 // use.
-func (d *DemoApps) Resolve(_ context.Context, namespace, name string, _ int32) (string, error) {
+func (d *DemoApps) Resolve(_ context.Context, namespace, name string, _ types.UID, _ int32) (string, error) {
 	key := namespace + "/" + name
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -5,9 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway"
 	"github.com/userland-dev/userland/internal/testenv"
 )
@@ -48,4 +51,15 @@ func gatewayCache(t *testing.T, user string) (cache.Cache, *rest.Config) {
 		t.Fatal("cache did not sync")
 	}
 	return c, cfg
+}
+
+// userlandUID is the UID of the Userland the API server has under the
+// name: the one a request would have been authorised for.
+func userlandUID(t *testing.T, ns, name string) types.UID {
+	t.Helper()
+	var ul v1alpha1.Userland
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &ul); err != nil {
+		t.Fatal(err)
+	}
+	return ul.UID
 }

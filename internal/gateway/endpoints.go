@@ -11,6 +11,9 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -47,6 +50,13 @@ var ErrSeveralReadyPods = errors.New("several ready pods for the environment")
 // as soon as its pod starts terminating, and the watch brings that here
 // within milliseconds, so an address read here belongs to this
 // environment's pod.
+//
+// Only the slices of the Service the environment's Userland controls now
+// count: when a Userland is deleted and another is created with its name
+// (another user's, from the same template), the old Service's slices stay
+// in the cache until the garbage collector removes them, listing the old
+// pod, with a name of the new environment's shape (the pod template
+// hash is the same) and an address that may be given to another pod.
 type EndpointSliceResolver struct {
 	Reader client.Reader
 	// Wait bounds how long Resolve waits for a ready address: a Userland
@@ -57,13 +67,14 @@ type EndpointSliceResolver struct {
 }
 
 // Resolve returns ip:port of a ready, not terminating pod behind the
-// Userland's Service, waiting up to Wait for one to appear.
-func (e EndpointSliceResolver) Resolve(ctx context.Context, namespace, name string, port int32) (string, error) {
+// Service of the Userland namespace/name whose UID is uid (the one the
+// request was authorised for), waiting up to Wait for one to appear.
+func (e EndpointSliceResolver) Resolve(ctx context.Context, namespace, name string, uid types.UID, port int32) (string, error) {
 	poll := cmp.Or(e.Poll, 100*time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, e.Wait)
 	defer cancel()
 	for {
-		addr, err := e.readyAddress(ctx, namespace, name)
+		addr, err := e.readyAddress(ctx, namespace, name, uid)
 		if err != nil {
 			return "", err
 		}
@@ -95,13 +106,32 @@ func serviceOfSlice(o client.Object) []string {
 	return []string{l[discoveryv1.LabelServiceName]}
 }
 
-// readyAddress reads the Service's slices once; "" when none is ready.
-func (e EndpointSliceResolver) readyAddress(ctx context.Context, namespace, name string) (string, error) {
+// ServiceMetadata is how the gateway caches environments' Services: their
+// metadata (owner references) is all it reads of them.
+func ServiceMetadata() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}}
+}
+
+// readyAddress reads the Service's slices once; "" when none is ready or
+// the cache does not show the Service of Userland uid yet.
+func (e EndpointSliceResolver) readyAddress(ctx context.Context, namespace, name string, uid types.UID) (string, error) {
+	svc := ServiceMetadata()
+	if err := e.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading service %s/%s: %w", namespace, name, err)
+	}
+	if owner := metav1.GetControllerOfNoCopy(svc); owner == nil || owner.UID != uid || owner.Kind != "Userland" {
+		// Another Userland's of the same name (the cache has not seen it
+		// go yet), or not a Userland's at all.
+		return "", nil
+	}
 	var list discoveryv1.EndpointSliceList
 	if err := e.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{ServiceIndex: name}); err != nil {
 		return "", fmt.Errorf("listing endpoint slices of %s/%s: %w", namespace, name, err)
 	}
-	addr, pods := ReadyAddress(list.Items, namespace, name)
+	addr, pods := ReadyAddress(list.Items, svc.UID, namespace, name)
 	if pods > 1 {
 		return "", fmt.Errorf("%s/%s: %d ready pods: %w", namespace, name, pods, ErrSeveralReadyPods)
 	}
@@ -110,17 +140,22 @@ func (e EndpointSliceResolver) readyAddress(ctx context.Context, namespace, name
 
 // ReadyAddress picks the address of a ready, not terminating pod endpoint
 // of the slices, preferring IPv4, the lowest address first so that every
-// gateway replica picks the same one; "" when there is none. Only
-// endpoints whose target is a Pod of namespace named as a pod of the
-// environment's Deployment (userland, see naming.IsEnvironmentPod) count. pods is
-// how many distinct such pods are ready (one pod of a dual-stack Service
-// appears in an IPv4 and an IPv6 slice).
-func ReadyAddress(items []discoveryv1.EndpointSlice, namespace, userland string) (addr string, pods int) {
+// gateway replica picks the same one; "" when there is none. Only slices
+// the Service with UID service controls count (an earlier Service of the
+// same name left its slices behind), and of them only endpoints whose
+// target is a Pod of namespace named as a pod of the environment's
+// Deployment (userland, see naming.IsEnvironmentPod). pods is how many
+// distinct such pods are ready (one pod of a dual-stack Service appears
+// in an IPv4 and an IPv6 slice).
+func ReadyAddress(items []discoveryv1.EndpointSlice, service types.UID, namespace, userland string) (addr string, pods int) {
 	var v4, v6 []string
 	ready := map[string]bool{}
 	for i := range items {
 		s := &items[i]
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue
+		}
+		if owner := metav1.GetControllerOfNoCopy(s); owner == nil || owner.UID != service || owner.Kind != "Service" {
 			continue
 		}
 		for _, ep := range s.Endpoints {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,7 +82,7 @@ func TestEndpointSliceResolverFollowsThePod(t *testing.T) {
 	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
 	first := podIP("alice")
 	start := time.Now()
-	got, err := resolver.Resolve(ctx, ns, "alice", 8080)
+	got, err := resolver.Resolve(ctx, ns, "alice", userlandUID(t, ns, "alice"), 8080)
 	t.Logf("resolved the running environment in %v", time.Since(start))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestEndpointSliceResolverFollowsThePod(t *testing.T) {
 	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseStopped)
 	stopped := gateway.EndpointSliceResolver{Reader: c, Wait: time.Second}
 	env.Eventually(t, time.Minute, "the stopped environment has no address", func(ctx context.Context) (bool, error) {
-		got, err := stopped.Resolve(ctx, ns, "alice", 8080)
+		got, err := stopped.Resolve(ctx, ns, "alice", userlandUID(t, ns, "alice"), 8080)
 		if err == nil {
 			t.Logf("still %s", got)
 			return false, nil
@@ -114,7 +115,7 @@ func TestEndpointSliceResolverFollowsThePod(t *testing.T) {
 	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
 	second := podIP("alice")
 	start = time.Now()
-	got, err = resolver.Resolve(ctx, ns, "alice", 8080)
+	got, err = resolver.Resolve(ctx, ns, "alice", userlandUID(t, ns, "alice"), 8080)
 	t.Logf("resolved the woken environment in %v (alice's old pod %s, bob's pod %s, alice's new pod %s)", time.Since(start), first, bobs, second)
 	if err != nil {
 		t.Fatal(err)
@@ -154,8 +155,16 @@ func TestReadyAddress(t *testing.T) {
 		return discoveryv1.Endpoint{Addresses: []string{addr}, TargetRef: ref,
 			Conditions: discoveryv1.EndpointConditions{Ready: ready, Terminating: terminating}}
 	}
+	// The slices the EndpointSlice controller writes for a Service are
+	// controlled by it.
+	sliceOf := func(owner []metav1.OwnerReference, family discoveryv1.AddressType, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
+		return discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{OwnerReferences: owner}, AddressType: family, Endpoints: eps}
+	}
+	service := func(uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "u", UID: uid, Controller: ptr.To(true)}}
+	}
 	slice := func(family discoveryv1.AddressType, eps ...discoveryv1.Endpoint) discoveryv1.EndpointSlice {
-		return discoveryv1.EndpointSlice{AddressType: family, Endpoints: eps}
+		return sliceOf(service("svc-now"), family, eps...)
 	}
 	v4, v6, fqdn := discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN
 	yes, no := ptr.To(true), ptr.To(false)
@@ -181,12 +190,20 @@ func TestReadyAddress(t *testing.T) {
 		"IPv4 before IPv6, one dual-stack pod": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101"))),
 			slice(v4, ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9", 1},
 		"IPv6 alone": {[]discoveryv1.EndpointSlice{slice(v6, ep("fd00::1", yes, nil, pod("cs101")))}, "fd00::1", 1},
+		"a slice of an earlier Service of the same name": {[]discoveryv1.EndpointSlice{
+			sliceOf(service("svc-before"), v4, ep("10.0.0.3", yes, nil, other)), slice(v4, ep("10.0.0.9", yes, nil, pod("cs101")))}, "10.0.0.9", 1},
+		"only an earlier Service's slice": {[]discoveryv1.EndpointSlice{sliceOf(service("svc-before"), v4, ep("10.0.0.3", yes, nil, other))}, "", 0},
+		"a slice no Service controls":     {[]discoveryv1.EndpointSlice{sliceOf(nil, v4, ep("10.0.0.3", yes, nil, other))}, "", 0},
+		"a slice owned but not controlled by the Service": {[]discoveryv1.EndpointSlice{sliceOf([]metav1.OwnerReference{
+			{APIVersion: "v1", Kind: "Service", Name: "u", UID: "svc-now"}}, v4, ep("10.0.0.3", yes, nil, other))}, "", 0},
+		"a slice controlled by something else with the Service's UID": {[]discoveryv1.EndpointSlice{sliceOf([]metav1.OwnerReference{
+			{APIVersion: "v1", Kind: "Pod", Name: "u", UID: "svc-now", Controller: ptr.To(true)}}, v4, ep("10.0.0.3", yes, nil, other))}, "", 0},
 		"two ready pods are counted (the resolver refuses both)": {[]discoveryv1.EndpointSlice{slice(v4,
 			ep("10.0.0.9", yes, nil, pod("cs101")), ep("10.0.0.10", yes, nil, other))}, "10.0.0.10", 2},
 		"a second pod not ready is not counted": {[]discoveryv1.EndpointSlice{slice(v4,
 			ep("10.0.0.9", yes, nil, pod("cs101")), ep("10.0.0.10", no, nil, other))}, "10.0.0.9", 1},
 	} {
-		addr, pods := gateway.ReadyAddress(tc.slices, "cs101", "u")
+		addr, pods := gateway.ReadyAddress(tc.slices, "svc-now", "cs101", "u")
 		if diff := cmp.Diff(tc.want, addr); diff != "" {
 			t.Errorf("%s: address (-want +got):\n%s", name, diff)
 		}

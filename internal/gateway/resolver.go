@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // StaticResolver sends every environment to fixed addresses: tests and
@@ -26,7 +28,7 @@ func (s *StaticResolver) Set(namespace, name, addr string) {
 }
 
 // Resolve returns the address for an environment.
-func (s *StaticResolver) Resolve(_ context.Context, namespace, name string, _ int32) (string, error) {
+func (s *StaticResolver) Resolve(_ context.Context, namespace, name string, _ types.UID, _ int32) (string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if addr, ok := s.byName[namespace+"/"+name]; ok {

@@ -113,6 +113,7 @@ type Server struct {
 // CacheOptions are the informer cache settings of every gateway (the
 // manager's, and the tests', so that what is tested is what ships).
 func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// Every request reads a Userland, its namespace and its template:
@@ -124,7 +125,10 @@ func CacheOptions() cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			// Only environments' slices: the Services the controller
 			// labels, whose labels their slices copy.
-			&discoveryv1.EndpointSlice{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})},
+			&discoveryv1.EndpointSlice{}: {Label: managed},
+			// Only their metadata: which Userland controls each (a
+			// recreated name's slices are told from the old Service's).
+			ServiceMetadata(): {Label: managed},
 		},
 	}
 }
@@ -132,7 +136,7 @@ func CacheOptions() cache.Options {
 // Watched are the kinds the request path reads from the cache; the
 // manager starts their informers before it serves.
 func Watched() []client.Object {
-	return []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &v1alpha1.Course{}, &corev1.Namespace{}, &discoveryv1.EndpointSlice{}}
+	return []client.Object{&v1alpha1.Userland{}, &v1alpha1.Template{}, &v1alpha1.ClusterTemplate{}, &v1alpha1.Course{}, &corev1.Namespace{}, &discoveryv1.EndpointSlice{}, ServiceMetadata()}
 }
 
 // harden applies the options that keep other credentials from
@@ -265,7 +269,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 	// Once it serves, a wake is no longer in flight: should it stop again,
 	// the next request wakes it again at once.
 	s.forgetWake(key)
-	upstream, err := s.Resolver.Resolve(r.Context(), ul.Namespace, ul.Name, spec.HTTP.Port)
+	upstream, err := s.Resolver.Resolve(r.Context(), ul.Namespace, ul.Name, ul.UID, spec.HTTP.Port)
 	if err != nil {
 		s.unresolved(w, r, ul, err)
 		return

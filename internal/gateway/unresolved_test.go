@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -26,12 +27,12 @@ type laggingResolver struct {
 	calls atomic.Int32
 }
 
-func (l *laggingResolver) Resolve(ctx context.Context, namespace, name string, port int32) (string, error) {
+func (l *laggingResolver) Resolve(ctx context.Context, namespace, name string, uid types.UID, port int32) (string, error) {
 	l.calls.Add(1)
 	if err := l.err.Load(); err != nil {
 		return "", fmt.Errorf("%s/%s: %w", namespace, name, *err)
 	}
-	return l.next.Resolve(ctx, namespace, name, port)
+	return l.next.Resolve(ctx, namespace, name, uid, port)
 }
 
 // TestReadyWithoutAnAddressYetAsksToWait: the controller calls an

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,7 +37,7 @@ import (
 // serve nothing.
 type echoResolver struct{ addr string }
 
-func (e echoResolver) Resolve(context.Context, string, string, int32) (string, error) {
+func (e echoResolver) Resolve(context.Context, string, string, types.UID, int32) (string, error) {
 	return e.addr, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/gateway/session"
 	"github.com/userland-dev/userland/internal/idle"
@@ -30,8 +32,10 @@ const (
 
 // Resolver finds the address of an environment's pod.
 type Resolver interface {
-	// Resolve returns host:port of the Userland's serving pod.
-	Resolve(ctx context.Context, namespace, name string, port int32) (string, error)
+	// Resolve returns host:port of the serving pod of the Userland
+	// namespace/name whose UID is uid: the one the request was authorised
+	// for, not a later one of the same name.
+	Resolve(ctx context.Context, namespace, name string, uid types.UID, port int32) (string, error)
 }
 
 // Request is one request to forward.
