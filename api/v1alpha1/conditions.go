@@ -86,12 +86,6 @@ const (
 	// ReasonNameConflict means a child's name is taken by an object this
 	// Userland does not own; nothing is changed until it is removed.
 	ReasonNameConflict = "NameConflict"
-	// ReasonEarlierPodsRemain means pods carrying the environment's label
-	// exist though it has no Deployment yet: an earlier Userland's of the
-	// same name that the garbage collector has not removed, or pods made
-	// by hand. Its Deployment is created once they are gone, so that its
-	// Service never selects them.
-	ReasonEarlierPodsRemain = "EarlierPodsRemain"
 	// ReasonVolumeConflict means a claim of a volume's name exists that was
 	// not made by Userland for this user; it is not mounted.
 	ReasonVolumeConflict = "VolumeConflict"
@@ -144,6 +138,13 @@ const (
 	ManagedByValue = "userland"
 	// LabelUserland names the Userland a child belongs to.
 	LabelUserland = "userland.dev/userland"
+	// LabelUserlandUID is the UID of the Userland whose pod carries it,
+	// and its Service selects by it too: a Userland deleted and created
+	// again under its name (for another user) must not select the earlier
+	// one's pods, which carry the same LabelUserland until the garbage
+	// collector removes them, and which a ReplicaSet of the earlier one
+	// may still be making.
+	LabelUserlandUID = "userland.dev/userland-uid"
 	// AnnotationRestartedAt, set on a Userland (by the dashboard, the
 	// kubectl plugin or by hand) to a new value such as the current time,
 	// restarts its environment now onto the current template, whatever the

@@ -79,7 +79,7 @@ func baseline(ctx context.Context, c client.Client, n int, st *stages) (time.Dur
 		ul := benchUserland(ns, i)
 		st.mark(ul.Name, stageCreated, time.Now())
 		dep := controller.Deployment(ul, controller.PodTemplate(ul, &template.Spec, routes), 1, nil)
-		svc := controller.Service(ul, template.Spec.HTTP.Port)
+		svc := controller.Service(ul, template.Spec.HTTP.Port, true)
 		for _, m := range []*metav1.ObjectMeta{&dep.ObjectMeta, &dep.Spec.Template.ObjectMeta, &svc.ObjectMeta} {
 			m.OwnerReferences = nil
 			delete(m.Labels, v1alpha1.LabelManagedBy)

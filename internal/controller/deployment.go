@@ -30,7 +30,7 @@ func parseTime(s string) *time.Time {
 // reconcileDeployment asks decideRun whether the environment runs, then
 // chooses the pod template it runs (rollout policy) and applies it.
 func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role)
+	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role, BindsIncarnation(s.dep))
 	sharers, err := r.budgetSharers(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -75,9 +75,6 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 	if pending {
 		// Deferral happens only while the environment keeps running, so
 		// the Deployment needs no change at all until the rollout is due.
-		return result, nil
-	}
-	if s.earlierPodsRemain() {
 		return result, nil
 	}
 	if s.dep == nil || s.dep.Spec.Template.Annotations[AnnotationTemplateHash] != pod.Annotations[AnnotationTemplateHash] {

@@ -117,14 +117,21 @@ func ClaimName(ul *v1alpha1.Userland, volume string) string {
 // template's pod with the per-user volumes mounted, identity variables set,
 // the service-account token off unless asked for, and Userland's labels.
 func PodTemplate(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Routes) corev1.PodTemplateSpec {
-	return PodTemplateFor(ul, spec, routes, nil, course.None)
+	return PodTemplateFor(ul, spec, routes, nil, course.None, true)
 }
 
 // PodTemplateFor is PodTemplate with what a course gives a member in role
-// (shared volumes, per-student caps); c may be nil.
-func PodTemplateFor(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Routes, c *v1alpha1.Course, role course.Role) corev1.PodTemplateSpec {
+// (shared volumes, per-student caps); c may be nil. bound says whether the
+// pod carries the Userland's UID (see BindsIncarnation).
+func PodTemplateFor(ul *v1alpha1.Userland, spec *v1alpha1.TemplateSpec, routes Routes, c *v1alpha1.Course, role course.Role, bound bool) corev1.PodTemplateSpec {
 	pod := *spec.PodTemplate.DeepCopy()
 	pod.Labels = mergeLabels(pod.Labels, childLabels(ul))
+	// Never the template's own: a template naming another Userland's UID
+	// would put its pods behind that Userland's Service.
+	delete(pod.Labels, v1alpha1.LabelUserlandUID)
+	if bound {
+		pod.Labels[v1alpha1.LabelUserlandUID] = string(ul.UID)
+	}
 	// Set last, over the template's own labels: the shared policy selects
 	// pods by it, and a pod without it would be open to everyone.
 	pod.Labels[LabelNetworkPolicy] = naming.TemplateNetworkPolicy(ul.Spec.TemplateRef.Kind, ul.Spec.TemplateRef.Name)
@@ -182,6 +189,19 @@ func mergeLabels(base, overrides map[string]string) map[string]string {
 	return out
 }
 
+// BindsIncarnation says whether an environment's pods carry its Userland's
+// UID (LabelUserlandUID) and its Service selects by it, given its
+// Deployment as the cache shows it (nil: none yet). Every Deployment this
+// controller makes does. One made before the label existed is left
+// without it, and its Service selects by name alone as before: adding a
+// label to its pod template would restart every running environment on
+// upgrade. A Userland created after the upgrade, including one created
+// again under an earlier one's name, is always bound, so it never selects
+// the earlier one's pods.
+func BindsIncarnation(dep *appsv1.Deployment) bool {
+	return dep == nil || dep.Spec.Template.Labels[v1alpha1.LabelUserlandUID] != ""
+}
+
 // Deployment builds the environment's Deployment: one replica when running,
 // none when stopped, recreated rather than rolled (a ReadWriteOnce volume
 // cannot be attached to old and new pods at once).
@@ -205,15 +225,20 @@ func Deployment(ul *v1alpha1.Userland, pod corev1.PodTemplateSpec, replicas int3
 // straight to the ready pod, which is all the gateway needs. Without a
 // cluster IP there is no IP allocation (the slowest write when a class
 // starts at once), no kube-proxy rules on every node for each of
-// thousands of environments, and no address range to run out of.
-func Service(ul *v1alpha1.Userland, port int32) *corev1.Service {
+// thousands of environments, and no address range to run out of. bound
+// says whether it selects by the Userland's UID too (BindsIncarnation).
+func Service(ul *v1alpha1.Userland, port int32, bound bool) *corev1.Service {
+	selector := map[string]string{v1alpha1.LabelUserland: ul.Name}
+	if bound {
+		selector[v1alpha1.LabelUserlandUID] = string(ul.UID)
+	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: ownedMeta(ul),
 		Spec: corev1.ServiceSpec{
 			Type:      corev1.ServiceTypeClusterIP,
 			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{v1alpha1.LabelUserland: ul.Name},
+			Selector:  selector,
 			Ports: []corev1.ServicePort{{
 				Name: "http", Protocol: corev1.ProtocolTCP,
 				Port: port, TargetPort: intstr.FromInt32(port),

@@ -23,16 +23,13 @@ import (
 // either fixed or a whole list (ports), so a merge patch expresses it
 // exactly.
 func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desired := Service(s.ul, s.template.Spec.HTTP.Port)
+	desired := Service(s.ul, s.template.Spec.HTTP.Port, BindsIncarnation(s.dep))
 	hash := hashOf(desired)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &corev1.Service{})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if !r.createOnce(s, "Service", desired, cached) {
-		return ctrl.Result{}, nil
-	}
-	if cached == nil && s.earlierPodsRemain() {
 		return ctrl.Result{}, nil
 	}
 	if cached == nil {

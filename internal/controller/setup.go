@@ -58,11 +58,17 @@ func slimDeployment(obj any) (any, error) {
 	}
 	dep.ManagedFields = nil
 	dep.Spec.Template.Spec = corev1.PodSpec{}
-	// Of the pod labels only the shared policy's is read (retireOwnPolicy).
-	if policy, ok := dep.Spec.Template.Labels[LabelNetworkPolicy]; ok {
-		dep.Spec.Template.Labels = map[string]string{LabelNetworkPolicy: policy}
-	} else {
-		dep.Spec.Template.Labels = nil
+	// Of the pod labels only the shared policy's (retireOwnPolicy) and
+	// the Userland's UID (BindsIncarnation) are read.
+	kept := map[string]string{}
+	for _, l := range []string{LabelNetworkPolicy, v1alpha1.LabelUserlandUID} {
+		if v, ok := dep.Spec.Template.Labels[l]; ok {
+			kept[l] = v
+		}
+	}
+	dep.Spec.Template.Labels = nil
+	if len(kept) > 0 {
+		dep.Spec.Template.Labels = kept
 	}
 	return dep, nil
 }

@@ -179,6 +179,7 @@ func earlierVersion(t *testing.T, ul *v1alpha1.Userland, tmpl *v1alpha1.Template
 	t.Helper()
 	pod := controller.PodTemplate(ul, &tmpl.Spec, controller.Routes{})
 	delete(pod.Labels, controller.LabelNetworkPolicy)
+	delete(pod.Labels, v1alpha1.LabelUserlandUID)
 	pod.Annotations[controller.AnnotationTemplateHash] = "made-by-an-earlier-version"
 	old := controller.Deployment(ul, pod, 1, nil)
 	rules.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelUserland: ul.Name}}

@@ -38,12 +38,6 @@ var failingWaitingReasons = map[string]string{
 // ObserveHealth maps a running environment's Deployment and Pods to a
 // phase. stopped environments are handled by the caller.
 func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
-	if dep == nil && len(pods) > 0 {
-		// The Deployment is not created while they exist
-		// (reconcileDeployment): rare, and worth its own words.
-		return Health{Phase: v1alpha1.PhaseStarting, Reason: v1alpha1.ReasonEarlierPodsRemain,
-			Message: fmt.Sprintf("waiting for %d pod(s) that carry this environment's label but are not its own to be removed (an earlier environment's of the same name, or made by hand)", len(pods))}
-	}
 	if dep == nil {
 		// The same words as a Deployment still starting: the children are
 		// being applied in this very reconcile, and a distinct status would

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -139,17 +140,6 @@ type reconcileState struct {
 	// found is the cache's lag, not the truth, so no status is written.
 	cacheBehind bool
 }
-
-// earlierPodsRemain: pods carry the environment's label, and the cache
-// shows no Deployment of its own to have made them. They are an earlier
-// Userland's of this name (or made by hand): the garbage collector removes
-// a deleted Userland's children one level at a time, its pods after its
-// Deployment. The environment's Service selects by that label, so its
-// slices would list them and the gateway could send this environment's
-// user to the earlier user's pod. Neither the Service nor the Deployment
-// is created until they are gone (ObserveHealth says so in the status);
-// their deletion events bring the next reconcile.
-func (s *reconcileState) earlierPodsRemain() bool { return s.dep == nil && len(s.pods) > 0 }
 
 // finding is a reason and message a phase found for the Ready condition.
 type finding struct{ reason, message string }
@@ -303,6 +293,13 @@ func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ct
 		return ctrl.Result{}, fmt.Errorf("listing pods of %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
 	}
 	s.pods = pods.Items
+	if BindsIncarnation(s.dep) {
+		// An earlier Userland's of this name (the garbage collector has
+		// not removed them yet) say nothing of this one's health.
+		s.pods = slices.DeleteFunc(s.pods, func(p corev1.Pod) bool {
+			return p.Labels[v1alpha1.LabelUserlandUID] != string(s.ul.UID)
+		})
+	}
 	return ctrl.Result{}, nil
 }
 

@@ -773,7 +773,7 @@ func TestServicesWithAClusterIPAreReplacedAndForeignChildrenLeftAlone(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacy := controller.Service(old, 8080)
+	legacy := controller.Service(old, 8080, false)
 	legacy.Spec.ClusterIP = ""
 	foreign := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,13 +35,15 @@ const holdFinalizer = "test.userland.dev/hold"
 // (Userland → Deployment → ReplicaSet → pod; Service → EndpointSlice),
 // and here it is held at two of them:
 //   - alice's ReplicaSet, so her pod stays running and Ready with the
-//     label the new Service selects (userland.dev/userland=lab);
+//     label userland.dev/userland=lab;
 //   - her Service's EndpointSlice, which lists that pod, Ready, under
 //     the name "lab".
 //
-// While her pod remains, bob's lab must not start (nor be Ready, nor
-// resolve to her pod); once it is gone, bob is sent to his own pod, never
-// to the old address the left-over slice still lists.
+// And a pod with her pod's labels appears after bob's Service exists, as
+// her ReplicaSet, not yet reached by the garbage collector, makes one
+// when her environment was between pods (waking, restarting, evicted).
+// Bob is sent to his own pod throughout: his Service selects his
+// Userland's UID, and her Service's left-over slice does not count.
 func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 	t.Parallel()
 	startController(t)
@@ -75,6 +76,7 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &old); err != nil {
 		t.Fatal(err)
 	}
+	alicesPod := podAt(t, ns, oldIP)
 	held := holdOldChildren(t, ns, "lab", oldIP)
 
 	if err := um.Delete(ctx, &old); err != nil {
@@ -89,77 +91,129 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 		bobs = ul
 		return true, nil
 	})
-	resolver := gateway.EndpointSliceResolver{Reader: c, Wait: 200 * time.Millisecond, Poll: 10 * time.Millisecond}
-
-	// Alice's pod remains: bob's lab says why it waits, and nothing sends
-	// him anywhere. Generous: its first status waits for the garbage
-	// collector to remove alice's Deployment, slow under -race.
-	waitStart := time.Now()
-	env.Eventually(t, 2*time.Minute, "bob's lab says an earlier environment's pods remain", func(ctx context.Context) (bool, error) {
+	// Generous: bob's Deployment waits for the garbage collector to
+	// remove alice's, slow when many tests' namespaces are deleted at
+	// once under -race.
+	createdAt := time.Now()
+	env.Eventually(t, 2*time.Minute, "bob's lab Ready", func(ctx context.Context) (bool, error) {
 		var ul v1alpha1.Userland
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &ul); err != nil || ul.UID != bobs.UID {
-			return false, client.IgnoreNotFound(err)
-		}
-		ready := meta.FindStatusCondition(ul.Status.Conditions, v1alpha1.ConditionReady)
-		return ready != nil && ready.Reason == v1alpha1.ReasonEarlierPodsRemain, nil
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &ul)
+		return err == nil && ul.UID == bobs.UID && ul.Status.Phase == v1alpha1.PhaseReady, client.IgnoreNotFound(err)
 	})
-	t.Logf("bob's lab reported EarlierPodsRemain %s after it was created", time.Since(waitStart).Round(time.Millisecond))
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
-		var ul v1alpha1.Userland
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &ul); err != nil {
-			t.Fatal(err)
-		}
-		if ul.Status.Phase == v1alpha1.PhaseReady {
-			t.Fatalf("bob's lab is Ready while alice's pod remains: %s", recreatedState(t, ns, "lab"))
-		}
-		if addr, err := resolver.Resolve(ctx, ns, "lab", bobs.UID, 8080); err == nil {
-			t.Fatalf("bob's lab resolved to %s while alice's pod %s remains", addr, oldIP)
-		}
-		var dep appsv1.Deployment
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lab"}, &dep); err == nil {
-			t.Fatalf("bob's lab has a Deployment (uid %s) while alice's pod remains", dep.UID)
-		}
-		time.Sleep(50 * time.Millisecond)
+	t.Logf("bob's lab Ready %s after it was created", time.Since(createdAt).Round(time.Millisecond))
+
+	// A pod with alice's pod's labels and name shape, made now.
+	late := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: alicesPod.Name[:len(alicesPod.Name)-5] + "zzzzz", Labels: alicesPod.Labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.org/web:1"}}},
+	}
+	if err := env.Client.Create(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	lateIP := livePodIPNamed(t, ns, late.Name)
+
+	// Alice's pod must still be there, Ready, and listed by the left-over
+	// slice in the gateway's cache, or this test proves nothing.
+	if p := podAt(t, ns, oldIP); p.UID != alicesPod.UID || p.DeletionTimestamp != nil {
+		t.Fatalf("alice's pod is gone or going (%s, deleting %v): the hold did not work", p.Name, p.DeletionTimestamp != nil)
+	}
+	var stale discoveryv1.EndpointSlice
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: held.slice}, &stale); err != nil || !sliceListsReady(&stale, oldIP) {
+		t.Fatalf("the left-over slice does not list alice's pod Ready in the gateway's cache (err %v): this test proves nothing", err)
+	}
+	bobsIP := livePodIPOf(t, ns, bobs.UID)
+	if bobsIP == oldIP || bobsIP == lateIP {
+		t.Fatalf("bob's pod shares an address with alice's (%s) or the late pod (%s): this test cannot tell them apart", oldIP, lateIP)
 	}
 
-	// Her pod goes; her Service's slice stays, listing it Ready.
-	releaseAt := time.Now()
-	held.releasePod(t)
-	env.WaitPhase(t, ns, "lab", v1alpha1.PhaseReady)
-	t.Logf("bob's lab Ready %s after alice's pod was released", time.Since(releaseAt).Round(time.Millisecond))
-	var stale discoveryv1.EndpointSlice
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: held.slice}, &stale); err != nil {
-		t.Fatalf("the left-over slice is not in the gateway's cache, so this test proves nothing: %v", err)
-	}
-	if !sliceListsReady(&stale, oldIP) {
-		t.Fatalf("the left-over slice no longer lists alice's pod Ready, so this test proves nothing: %+v", stale.Endpoints)
-	}
-	// Were the left-over slice counted, its pod and bob's would be two
-	// ready pods and nothing would resolve (or, before bob's pod is
-	// listed, alice's old address would, which the simulated cluster,
-	// like a real node's IPAM, may already have given to another pod).
+	resolver := gateway.EndpointSliceResolver{Reader: c, Wait: 5 * time.Second, Poll: 10 * time.Millisecond}
 	var got string
 	var lastErr error
 	env.Eventually(t, time.Minute, "bob's lab resolves", func(ctx context.Context) (bool, error) {
 		got, lastErr = resolver.Resolve(ctx, ns, "lab", bobs.UID, 8080)
 		return lastErr == nil, lastErr
 	})
-	if want := livePodIP(t, ns, "lab") + ":8080"; got != want {
-		t.Errorf("bob's lab resolved to %s, want his pod's %s", got, want)
+	// For a while: the late pod becomes Ready within it.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		got, err := resolver.Resolve(ctx, ns, "lab", bobs.UID, 8080)
+		if err != nil || got != bobsIP+":8080" {
+			t.Fatalf("bob's lab resolved to %q (%v), want his pod's %s:8080 (alice's %s, the late pod's %s)", got, err, bobsIP, oldIP, lateIP)
+		}
+	}
+	// The API server's slices of bob's Service list only his pod.
+	var slices discoveryv1.EndpointSliceList
+	if err := env.Client.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: "lab"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slices.Items {
+		if s.Name == held.slice {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.TargetRef != nil && (ep.TargetRef.Name == alicesPod.Name || ep.TargetRef.Name == late.Name) {
+				t.Errorf("bob's Service's slice %s lists %s", s.Name, ep.TargetRef.Name)
+			}
+		}
 	}
 	// Alice's request, authorised before her lab was deleted, goes nowhere.
 	if addr, err := resolver.Resolve(ctx, ns, "lab", old.UID, 8080); err == nil {
 		t.Errorf("alice's deleted lab resolved to %s", addr)
 	}
-	t.Logf("bob resolved to his pod at %s; alice's old pod was at %s, still listed Ready by her Service's left-over slice %s", got, oldIP, held.slice)
+	t.Logf("bob resolved to his pod at %s; alice's pod (still Ready, listed by her Service's left-over slice %s) at %s, the late pod at %s", got, held.slice, oldIP, lateIP)
+}
+
+// podAt is the pod of namespace ns with address ip.
+func podAt(t *testing.T, ns, ip string) *corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Status.PodIP == ip {
+			return &pods.Items[i]
+		}
+	}
+	t.Fatalf("no pod at %s", ip)
+	return nil
+}
+
+// livePodIPNamed waits for the named pod's address.
+func livePodIPNamed(t *testing.T, ns, name string) string {
+	t.Helper()
+	var ip string
+	env.Eventually(t, time.Minute, name+" has an address", func(ctx context.Context) (bool, error) {
+		var p corev1.Pod
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
+		ip = p.Status.PodIP
+		return err == nil && ip != "", err
+	})
+	return ip
+}
+
+// livePodIPOf waits for the address of the pod bound to Userland uid.
+func livePodIPOf(t *testing.T, ns string, uid types.UID) string {
+	t.Helper()
+	var ip string
+	env.Eventually(t, time.Minute, "the pod of userland "+string(uid)+" has an address", func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserlandUID: string(uid)}); err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+				ip = p.Status.PodIP
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return ip
 }
 
 // heldChildren are the deleted environment's objects a test keeps.
 type heldChildren struct {
 	replicaSet, slice string
-	// releasePod lets the garbage collector remove the ReplicaSet, and
-	// so its pod; the slice stays held.
-	releasePod func(t *testing.T)
 }
 
 // holdOldChildren puts holdFinalizer on the environment's ReplicaSet and
@@ -220,12 +274,6 @@ func holdOldChildren(t *testing.T, ns, name, ip string) *heldChildren {
 			}
 		}
 	})
-	h.releasePod = func(t *testing.T) {
-		t.Helper()
-		if err := hold(&appsv1.ReplicaSet{}, h.replicaSet, false); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return h
 }
 
