@@ -162,10 +162,13 @@ func (r *CourseReconciler) retire(ctx context.Context, s *courseState) (ctrl.Res
 // the final name that the course did not take of that claim after the
 // term (finalSnapshotMismatch) is never ready: it may hold anything, or
 // nothing of the claim's last state, so the environment stays and the
-// course says why.
+// course says why. Only claims of ul's user count: an earlier Userland of
+// its name (another user's) may have left retained claims with its name
+// label, which must not be snapshotted as this user's.
 func (r *CourseReconciler) snapshotClaims(ctx context.Context, s *courseState, ul *v1alpha1.Userland, class string) (bool, error) {
 	var claims corev1.PersistentVolumeClaimList
-	if err := r.Client.List(ctx, &claims, client.InNamespace(ul.Namespace), client.MatchingLabels{v1alpha1.LabelUserland: ul.Name}); err != nil {
+	if err := r.Client.List(ctx, &claims, client.InNamespace(ul.Namespace),
+		client.MatchingLabels{v1alpha1.LabelUserland: ul.Name, LabelUser: UserHash(ul.Spec.User)}); err != nil {
 		return false, fmt.Errorf("listing claims of %s/%s: %w", ul.Namespace, ul.Name, err)
 	}
 	ready := true

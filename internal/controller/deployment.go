@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,7 +31,10 @@ func parseTime(s string) *time.Time {
 // reconcileDeployment asks decideRun whether the environment runs, then
 // chooses the pod template it runs (rollout policy) and applies it.
 func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role, BindsIncarnation(s.dep))
+	desiredPod := PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role, BindsIncarnation(s.ul, s.dep))
+	if bindOnReplace(s.ul, s.dep, desiredPod) {
+		desiredPod = PodTemplateFor(s.ul, s.template.Spec, r.Routes, s.course, s.role, true)
+	}
 	sharers, err := r.budgetSharers(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -104,6 +108,26 @@ func (r *UserlandReconciler) reconcileDeployment(ctx context.Context, s *reconci
 		r.Recorder.Eventf(s.ul, nil, corev1.EventTypeNormal, "Stopped", "Stop", "environment scaled to zero (%s)", s.stopReason)
 	}
 	return result, nil
+}
+
+// bindOnReplace says whether an environment that is not bound to its
+// Userland's UID (BindsIncarnation: an earlier version's Deployment, or
+// one edited by hand) is bound now, because its pod is being replaced
+// anyway: no pod runs (stopped; a start makes a new one), its template
+// changed (desired, unbound, differs from what runs; the rollout policy
+// still decides when it is applied), or a restart was asked for. A
+// running, unchanged environment is left alone: binding it would restart
+// it. The Service selects by the UID from the reconcile after the cache
+// shows the bound Deployment; until then it selects by name, which the
+// new pod carries too.
+func bindOnReplace(ul *v1alpha1.Userland, dep *appsv1.Deployment, desired corev1.PodTemplateSpec) bool {
+	if BindsIncarnation(ul, dep) {
+		return false
+	}
+	running := dep.Spec.Replicas == nil || *dep.Spec.Replicas > 0
+	current := dep.Spec.Template.Annotations
+	return !running || current[AnnotationTemplateHash] != desired.Annotations[AnnotationTemplateHash] ||
+		current[v1alpha1.AnnotationRestartedAt] != desired.Annotations[v1alpha1.AnnotationRestartedAt]
 }
 
 // warnIdle publishes an idle stop that is near (status.idleStopTime, read

@@ -198,8 +198,11 @@ func mergeLabels(base, overrides map[string]string) map[string]string {
 // upgrade. A Userland created after the upgrade, including one created
 // again under an earlier one's name, is always bound, so it never selects
 // the earlier one's pods.
-func BindsIncarnation(dep *appsv1.Deployment) bool {
-	return dep == nil || dep.Spec.Template.Labels[v1alpha1.LabelUserlandUID] != ""
+// A Deployment whose pods carry another value (edited by hand) is not
+// bound: its Service then still selects its pods, by name, until the
+// controller next replaces its pod (see bindOnReplace).
+func BindsIncarnation(ul *v1alpha1.Userland, dep *appsv1.Deployment) bool {
+	return dep == nil || dep.Spec.Template.Labels[v1alpha1.LabelUserlandUID] == string(ul.UID)
 }
 
 // Deployment builds the environment's Deployment: one replica when running,

@@ -27,7 +27,8 @@ import (
 // podView is what a reconcile reads from one of its environment's pods:
 // health (podFailure, podReady: the functions ObserveHealth uses),
 // whether it runs the current template (podServing), and the shared
-// policy's label (SharedPolicyCovers).
+// policy's label (SharedPolicyCovers), and whose Userland it is (observe
+// keeps a bound environment's own pods by their UID label).
 type podView struct {
 	failure     Health
 	failed      bool
@@ -37,6 +38,7 @@ type podView struct {
 	restartedAt string
 	policy      string
 	user        string
+	uid         string
 }
 
 func viewOfPod(pod *corev1.Pod) podView {
@@ -45,6 +47,7 @@ func viewOfPod(pod *corev1.Pod) podView {
 		failure: failure, failed: failed, ready: podReady(pod), deleting: pod.DeletionTimestamp != nil,
 		hash: pod.Annotations[AnnotationTemplateHash], restartedAt: pod.Annotations[v1alpha1.AnnotationRestartedAt],
 		policy: pod.Labels[LabelNetworkPolicy], user: pod.Labels[v1alpha1.LabelUserland],
+		uid: pod.Labels[v1alpha1.LabelUserlandUID],
 	}
 }
 

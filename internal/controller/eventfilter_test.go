@@ -56,6 +56,7 @@ func TestEventFiltersPassWhatAReconcileReads(t *testing.T) {
 		"another template's hash":       {pod(func(p *corev1.Pod) { p.Annotations[AnnotationTemplateHash] = "h2" }), true},
 		"the shared policy's label":     {pod(func(p *corev1.Pod) { p.Labels[LabelNetworkPolicy] = "q" }), true},
 		"a restart request it inherits": {pod(func(p *corev1.Pod) { p.Annotations[v1alpha1.AnnotationRestartedAt] = "t" }), true},
+		"another Userland's UID":        {pod(func(p *corev1.Pod) { p.Labels[v1alpha1.LabelUserlandUID] = "uid-2" }), true},
 	}
 	got, want := map[string]bool{}, map[string]bool{}
 	for name, tc := range podCases {

@@ -10,11 +10,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/course"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 // TestAnEnvironmentIsBoundToItsUserlandsUID: a new environment's pods
@@ -78,6 +83,30 @@ func TestAnEnvironmentIsBoundToItsUserlandsUID(t *testing.T) {
 	if now := runningPod(t, ns, "old"); now != oldPod {
 		t.Errorf("the earlier version's pod %s was replaced by %s", oldPod, now)
 	}
+
+	// A restart replaces the pod anyway: the environment is bound then.
+	start := time.Now()
+	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationRestartedAt + `":"2026-11-27T10:00:00Z"}}}`)
+	if err := env.Client.Patch(ctx, old, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	env.Eventually(t, time.Minute, "the restarted earlier environment bound", func(ctx context.Context) (bool, error) {
+		var svc corev1.Service
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "old"}, &svc); err != nil {
+			return false, err
+		}
+		var dep appsv1.Deployment
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "old"}, &dep); err != nil {
+			return false, err
+		}
+		return svc.Spec.Selector[v1alpha1.LabelUserlandUID] == string(old.UID) &&
+			dep.Spec.Template.Labels[v1alpha1.LabelUserlandUID] == string(old.UID), nil
+	})
+	env.WaitPhase(t, ns, "old", v1alpha1.PhaseReady)
+	if now := runningPod(t, ns, "old"); now == oldPod {
+		t.Errorf("the restart kept pod %s", now)
+	}
+	t.Logf("bound %s after the restart request", time.Since(start).Round(time.Millisecond))
 }
 
 // runningPod is the name of the environment's one pod not being deleted.
@@ -114,6 +143,8 @@ func TestPodsAndServiceCarryTheUIDOnlyWhenBound(t *testing.T) {
 	legacy := &appsv1.Deployment{}
 	bound := &appsv1.Deployment{}
 	bound.Spec.Template.Labels = map[string]string{v1alpha1.LabelUserlandUID: "uid-bob"}
+	edited := &appsv1.Deployment{}
+	edited.Spec.Template.Labels = map[string]string{v1alpha1.LabelUserlandUID: "uid-alice"}
 	for name, tc := range map[string]struct {
 		dep              *appsv1.Deployment
 		wantPod, wantSvc map[string]string
@@ -125,8 +156,10 @@ func TestPodsAndServiceCarryTheUIDOnlyWhenBound(t *testing.T) {
 			map[string]string{v1alpha1.LabelUserland: "lab", v1alpha1.LabelUserlandUID: "uid-bob"}, true},
 		"an earlier version's Deployment": {legacy, map[string]string{},
 			map[string]string{v1alpha1.LabelUserland: "lab"}, false},
+		"a Deployment edited to another UID": {edited, map[string]string{},
+			map[string]string{v1alpha1.LabelUserland: "lab"}, false},
 	} {
-		binds := controller.BindsIncarnation(tc.dep)
+		binds := controller.BindsIncarnation(ul, tc.dep)
 		pod := controller.PodTemplateFor(ul, &tmpl.Spec, controller.Routes{}, nil, course.None, binds)
 		gotPod := maps.Clone(pod.Labels)
 		maps.DeleteFunc(gotPod, func(k, _ string) bool { return k != v1alpha1.LabelUserlandUID })
@@ -152,4 +185,61 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestAnEarlierPodKeepsItsPolicyWhenTheDeploymentIsRemade: an earlier
+// version's environment (its own NetworkPolicy, a pod without the shared
+// policy's label) loses its Deployment; the controller makes a bound one,
+// whose pods its health reads. The earlier pod, still terminating, is
+// covered by no other policy, so the per-Userland one stays until that
+// pod is gone: it is one of the pods the environment's name selects,
+// whatever its UID label says.
+func TestAnEarlierPodKeepsItsPolicyWhenTheDeploymentIsRemade(t *testing.T) {
+	t.Parallel()
+	sharedController(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	ul := userland(ns, "u", "alice", "t")
+	create(t, ul)
+	tmpl := testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
+	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
+	earlierVersion(t, ul, tmpl, networkingv1.NetworkPolicySpec{PolicyTypes: ingressOnly, Ingress: wantIngress})
+	create(t, tmpl)
+	waitPending(t, ns, "u")
+
+	var pod corev1.Pod
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: runningPod(t, ns, "u")}, &pod); err != nil {
+		t.Fatal(err)
+	}
+	const hold = "test.userland.dev/hold"
+	setFinalizers := func(finalizers []string) error {
+		patch := client.MergeFrom(pod.DeepCopy())
+		pod.Finalizers = finalizers
+		return client.IgnoreNotFound(env.Client.Patch(ctx, &pod, patch))
+	}
+	if err := setFinalizers([]string{hold}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = setFinalizers(nil) })
+	if err := env.Client.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "u"}}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &corev1.Pod{}); err != nil {
+			t.Fatalf("the held earlier pod: %v", err)
+		}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &networkingv1.NetworkPolicy{}); err != nil {
+			t.Fatalf("the per-Userland policy went while the earlier pod, without the shared label, remained: %v", err)
+		}
+	}
+	if err := setFinalizers(nil); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	env.Eventually(t, time.Minute, "the per-Userland policy retired once the earlier pod went", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "u"}, &networkingv1.NetworkPolicy{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	t.Logf("retired %s after the earlier pod was released", time.Since(start).Round(time.Millisecond))
 }

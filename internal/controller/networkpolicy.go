@@ -75,7 +75,7 @@ func (r *UserlandReconciler) retireOwnPolicy(ctx context.Context, s *reconcileSt
 		return ctrl.Result{}, err
 	}
 	shared := NetworkPolicy(s.ul.Namespace, s.ul.Spec.TemplateRef, s.template.Spec, r.GatewayNamespace, r.GatewaySelector, r.ClusterDNS)
-	if !SharedPolicyCovers(shared.Name, s.dep, s.pods) {
+	if !SharedPolicyCovers(shared.Name, s.dep, s.labelled) {
 		// The Deployment's and pods' events bring the next look.
 		return ctrl.Result{}, r.apply(ctx, s, legacyPolicy(s.ul, shared), cached)
 	}

@@ -23,7 +23,7 @@ import (
 // either fixed or a whole list (ports), so a merge patch expresses it
 // exactly.
 func (r *UserlandReconciler) reconcileService(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
-	desired := Service(s.ul, s.template.Spec.HTTP.Port, BindsIncarnation(s.dep))
+	desired := Service(s.ul, s.template.Spec.HTTP.Port, BindsIncarnation(s.ul, s.dep))
 	hash := hashOf(desired)
 	cached, err := r.getCached(ctx, client.ObjectKeyFromObject(desired), &corev1.Service{})
 	if err != nil {

@@ -44,7 +44,11 @@ func TestServicePointedElsewhereIsPutBack(t *testing.T) {
 		return cmp.Equal(want, svc.Spec.Selector), nil
 	})
 	t.Logf("selector put back %v after the patch", time.Since(start))
-	if diff := cmp.Diff(map[string]string{v1alpha1.LabelUserland: "alice"}, svc.Spec.Selector); diff != "" {
+	alice, err := get(t, ctx, ns, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{v1alpha1.LabelUserland: "alice", v1alpha1.LabelUserlandUID: string(alice.UID)}, svc.Spec.Selector); diff != "" {
 		t.Errorf("selector (-want +got):\n%s", diff)
 	}
 }

@@ -104,8 +104,12 @@ type reconcileState struct {
 	course *v1alpha1.Course
 	role   course.Role
 	dep    *appsv1.Deployment // from the cache; never mutated
-	pods   []corev1.Pod
-	now    time.Time
+	// pods are the environment's own pods, what its health is judged
+	// by; labelled are all the pods carrying its name label, its own and
+	// any an earlier Userland of its name left, which the NetworkPolicy
+	// decisions must cover.
+	pods, labelled []corev1.Pod
+	now            time.Time
 	// running is whether the environment should have a pod.
 	running bool
 	// stopReason is set when it should not.
@@ -292,11 +296,12 @@ func (r *UserlandReconciler) observe(ctx context.Context, s *reconcileState) (ct
 	if err := r.Client.List(ctx, &pods, client.InNamespace(s.ul.Namespace), client.MatchingFields{IndexPodUserlandKey: s.ul.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing pods of %s/%s: %w", s.ul.Namespace, s.ul.Name, err)
 	}
-	s.pods = pods.Items
-	if BindsIncarnation(s.dep) {
+	s.labelled = pods.Items
+	s.pods = s.labelled
+	if BindsIncarnation(s.ul, s.dep) {
 		// An earlier Userland's of this name (the garbage collector has
 		// not removed them yet) say nothing of this one's health.
-		s.pods = slices.DeleteFunc(s.pods, func(p corev1.Pod) bool {
+		s.pods = slices.DeleteFunc(slices.Clone(s.labelled), func(p corev1.Pod) bool {
 			return p.Labels[v1alpha1.LabelUserlandUID] != string(s.ul.UID)
 		})
 	}

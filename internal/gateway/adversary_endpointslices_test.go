@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,12 +195,12 @@ func TestAdversaryMirroredAndUnlabelledSlicesAreIgnored(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 // TestAdversaryPodCreatorJoinsAnEnvironment: someone who may only create
-// pods in a namespace (no exec, no Secrets, no Services, no slices: a CI
-// ServiceAccount, a lab's job runner) creates a pod labelled
-// userland.dev/userland=alice. alice's Service selects it, Kubernetes'
-// EndpointSlice controller lists it as ready, and the resolver — which
-// takes the lowest ready address of any pod the Service selects — may send
-// alice's requests, with her identity headers, to that pod.
+// pods in a namespace (no exec, no Secrets, no Services, no slices, no
+// Userlands: a CI ServiceAccount, a lab's job runner) creates pods
+// labelled userland.dev/userland=alice and named as her Deployment's
+// would be, before her environment exists. Her Service selects her
+// Userland's UID too, which mallory cannot know, so it never selects
+// them, and alice is sent to her own pod.
 func TestAdversaryPodCreatorJoinsAnEnvironment(t *testing.T) {
 	t.Parallel()
 	startController(t)
@@ -273,22 +274,39 @@ func TestAdversaryPodCreatorJoinsAnEnvironment(t *testing.T) {
 		}
 		return true, nil
 	})
-	// Let the slice settle with all four pods.
-	env.Eventually(t, time.Minute, "alice's slices list every selected pod", func(ctx context.Context) (bool, error) {
+	// Her slices list her pod, and for a while nothing else.
+	listed := func(ctx context.Context) ([]string, error) {
 		var list discoveryv1.EndpointSliceList
 		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{gateway.ServiceIndex: "alice"}); err != nil {
-			return false, err
+			return nil, err
 		}
-		n := 0
+		var addrs []string
 		for _, s := range list.Items {
-			n += len(s.Endpoints)
+			for _, ep := range s.Endpoints {
+				addrs = append(addrs, ep.Addresses...)
+			}
 		}
-		return n == 4, nil
+		return addrs, nil
+	}
+	env.Eventually(t, time.Minute, "alice's slices list her pod", func(ctx context.Context) (bool, error) {
+		addrs, err := listed(ctx)
+		return slices.Contains(addrs, alices), err
 	})
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		addrs, err := listed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range addrs {
+			if malloryIPs[a] {
+				t.Fatalf("alice's Service selects mallory's pod at %s", a)
+			}
+		}
+	}
 	got, err := gateway.EndpointSliceResolver{Reader: c, Wait: 10 * time.Second}.Resolve(ctx, ns, "alice", userlandUID(t, ns, "alice"), 8080)
 	t.Logf("alice's pod %s, mallory's pods %v, resolved %s (%v)", alices, malloryIPs, got, err)
 	if err != nil {
-		return // failing closed is a defence that holds
+		t.Fatalf("alice's environment did not resolve: %v", err)
 	}
 	ip := netip.MustParseAddrPort(got).Addr().String()
 	if malloryIPs[ip] {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -305,6 +306,19 @@ func TestStatusPollsShareEventLists(t *testing.T) {
 		t.Fatal("the gateway's cache never showed alice's environment failed")
 	}
 
+	// An earlier Userland named alice (deleted, another user's) left a
+	// newer event under the same name: not hers, never shown on her row.
+	earlier := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "alice.earlier"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Userland", APIVersion: v1alpha1.GroupVersion.String(),
+			Namespace: f.ns, Name: "alice", UID: "uid-of-an-earlier-alice"},
+		Reason: "EarlierOnesEvent", Message: "about someone else's environment", Type: corev1.EventTypeNormal,
+		LastTimestamp: metav1.NewTime(time.Now().Add(time.Hour)),
+	}
+	if err := env.Client.Create(context.Background(), earlier); err != nil {
+		t.Fatal(err)
+	}
+
 	const polls = 40
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -322,6 +336,9 @@ func TestStatusPollsShareEventLists(t *testing.T) {
 					if e.Namespace == f.ns && e.Name == "alice" && e.Event != "" {
 						withEvent.Add(1)
 					}
+					if strings.Contains(e.Event, "EarlierOnesEvent") {
+						t.Errorf("alice's row shows an earlier namesake's event: %q", e.Event)
+					}
 				}
 			}
 		})
@@ -333,6 +350,9 @@ func TestStatusPollsShareEventLists(t *testing.T) {
 	allowed := int32(took/(5*time.Second)) + 2
 	t.Logf("%d polls in %s made %d Event lists (at most %d allowed); %d answers carried the event",
 		polls, took.Round(time.Millisecond), counter.n.Load(), allowed, withEvent.Load())
+	if withEvent.Load() == 0 {
+		t.Errorf("no answer carried alice's own event")
+	}
 	if n := counter.n.Load(); n == 0 || n > allowed {
 		t.Errorf("%d polls made %d Event lists, want between 1 and %d", polls, n, allowed)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -257,24 +258,26 @@ const eventKeys = 4096
 // latestEvent returns the newest event about an environment in plain
 // words, e.g. "Stopped: environment scaled to zero (Suspended)", at most
 // eventTTL old.
-func (d *Dashboard) latestEvent(ctx context.Context, ns, name string) string {
+// Only the events of this Userland (uid) count: an earlier one of its name
+// (deleted, another user's) left events under the same name.
+func (d *Dashboard) latestEvent(ctx context.Context, ns, name string, uid types.UID) string {
 	if d.Events == nil {
 		return ""
 	}
-	e := d.events.entry(ns + "/" + name)
+	e := d.events.entry(ns + "/" + name + "/" + string(uid))
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if now := time.Now(); e.at.IsZero() || now.Sub(e.at) >= eventTTL {
-		e.text, e.at = d.listLatestEvent(ctx, ns, name), now
+		e.text, e.at = d.listLatestEvent(ctx, ns, name, uid), now
 	}
 	return e.text
 }
 
 // listLatestEvent reads an environment's newest event from the API server.
-func (d *Dashboard) listLatestEvent(ctx context.Context, ns, name string) string {
+func (d *Dashboard) listLatestEvent(ctx context.Context, ns, name string, uid types.UID) string {
 	var events corev1.EventList
 	if err := d.Events.List(ctx, &events, client.InNamespace(ns),
-		client.MatchingFields{"involvedObject.kind": "Userland", "involvedObject.name": name}); err != nil {
+		client.MatchingFields{"involvedObject.kind": "Userland", "involvedObject.name": name, "involvedObject.uid": string(uid)}); err != nil {
 		return ""
 	}
 	var latest *corev1.Event
@@ -372,7 +375,7 @@ func (d *Dashboard) status(w http.ResponseWriter, r *http.Request, id session.Id
 			e.IdleStop = until(now, row.IdleStopAt)
 		}
 		if !all && (row.Phase == string(v1alpha1.PhaseStarting) || row.Phase == string(v1alpha1.PhaseFailed) || row.Phase == string(v1alpha1.PhasePending)) {
-			e.Event = d.latestEvent(ctx, row.Namespace, row.Name)
+			e.Event = d.latestEvent(ctx, row.Namespace, row.Name, row.uid)
 		}
 		out = append(out, e)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -62,6 +63,9 @@ type Row struct {
 	// form sends it back, and a grant is added only while it is unchanged
 	// (actions.GrantIfUnchanged).
 	Granted string
+	// uid tells the Userland from an earlier one of its name (their
+	// events share the name).
+	uid types.UID
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
@@ -71,6 +75,7 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 		TemplateKind: ul.Spec.TemplateRef.Kind, Title: describe.Title(ul),
 		Phase: d.Phase, State: phaseOf(ul), Message: d.Message, Running: d.Running, IdleStopAt: d.IdleStopAt,
 		URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: ul.Status.QueuePosition,
+		uid: ul.UID,
 	}
 	row.Label = row.Title
 	if access != authz.Owner {
