@@ -375,7 +375,7 @@ func (d *Dashboard) status(w http.ResponseWriter, r *http.Request, id session.Id
 			e.IdleStop = until(now, row.IdleStopAt)
 		}
 		if !all && (row.Phase == string(v1alpha1.PhaseStarting) || row.Phase == string(v1alpha1.PhaseFailed) || row.Phase == string(v1alpha1.PhasePending)) {
-			e.Event = d.latestEvent(ctx, row.Namespace, row.Name, row.uid)
+			e.Event = d.latestEvent(ctx, row.Namespace, row.Name, row.UID)
 		}
 		out = append(out, e)
 	}

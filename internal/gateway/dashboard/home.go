@@ -63,9 +63,9 @@ type Row struct {
 	// form sends it back, and a grant is added only while it is unchanged
 	// (actions.GrantIfUnchanged).
 	Granted string
-	// uid tells the Userland from an earlier one of its name (their
-	// events share the name).
-	uid types.UID
+	// UID tells the Userland from an earlier one of its name (their
+	// events share the name). Not shown.
+	UID types.UID `json:"-"`
 }
 
 func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
@@ -75,7 +75,7 @@ func rowOf(ul *v1alpha1.Userland, access authz.Reason) Row {
 		TemplateKind: ul.Spec.TemplateRef.Kind, Title: describe.Title(ul),
 		Phase: d.Phase, State: phaseOf(ul), Message: d.Message, Running: d.Running, IdleStopAt: d.IdleStopAt,
 		URL: ul.Status.URL, UpdatePending: ul.Status.UpdatePending, Access: access, QueuePosition: ul.Status.QueuePosition,
-		uid: ul.UID,
+		UID: ul.UID,
 	}
 	row.Label = row.Title
 	if access != authz.Owner {
