@@ -137,7 +137,7 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		got, err := resolver.Resolve(ctx, ns, "lab", bobs.UID, 8080)
 		if err != nil || got != bobsIP+":8080" {
-			t.Fatalf("bob's lab resolved to %q (%v), want his pod's %s:8080 (alice's %s, the late pod's %s)", got, err, bobsIP, oldIP, lateIP)
+			t.Fatalf("bob's lab resolved to %q (%v), want his pod's %s:8080 (alice's %s, the late pod's %s); %s", got, err, bobsIP, oldIP, lateIP, recreatedState(t, ns, "lab"))
 		}
 	}
 	// The API server's slices of bob's Service list only his pod.
