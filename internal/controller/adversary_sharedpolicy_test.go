@@ -130,15 +130,8 @@ func TestAdversaryUpgradeWindowKeepsStaleEgressOfTheOldPolicy(t *testing.T) {
 	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	ul := userland(ns, "u", "alice", "t")
-	create(t, ul)
-	tmpl := testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
-	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
-	tmpl.Spec.Network = &v1alpha1.NetworkSpec{AllowedCIDRs: []v1alpha1.CIDR{"10.20.0.0/16"}}
-
-	earlierVersion(t, ul, tmpl, networkingv1.NetworkPolicySpec{PolicyTypes: both, Ingress: wantIngress, Egress: internetEgress(kubeDNS, block("10.20.0.0/16"))})
-	create(t, tmpl)
-	waitPending(t, ns, "u")
+	tmpl := earlierEnvironment(t, ns, &v1alpha1.NetworkSpec{AllowedCIDRs: []v1alpha1.CIDR{"10.20.0.0/16"}},
+		networkingv1.NetworkPolicySpec{PolicyTypes: both, Ingress: wantIngress, Egress: internetEgress(kubeDNS, block("10.20.0.0/16"))})
 
 	// The template author withdraws the network.
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tmpl), tmpl); err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/course"
-	"github.com/userland-dev/userland/internal/testobj"
 )
 
 // TestAnEnvironmentIsBoundToItsUserlandsUID: a new environment's pods
@@ -199,13 +198,7 @@ func TestAnEarlierPodKeepsItsPolicyWhenTheDeploymentIsRemade(t *testing.T) {
 	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	ul := userland(ns, "u", "alice", "t")
-	create(t, ul)
-	tmpl := testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
-	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
-	earlierVersion(t, ul, tmpl, networkingv1.NetworkPolicySpec{PolicyTypes: ingressOnly, Ingress: wantIngress})
-	create(t, tmpl)
-	waitPending(t, ns, "u")
+	earlierEnvironment(t, ns, nil, networkingv1.NetworkPolicySpec{PolicyTypes: ingressOnly, Ingress: wantIngress})
 
 	var pod corev1.Pod
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: runningPod(t, ns, "u")}, &pod); err != nil {

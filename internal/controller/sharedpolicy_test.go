@@ -124,18 +124,7 @@ func TestUpgradeRetiresThePerUserlandPolicyOnlyOnceItsPodsAreCovered(t *testing.
 	sharedController(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	// The template appears last, so the controller makes nothing before
-	// the old version's children are in place.
-	ul := userland(ns, "u", "alice", "t")
-	create(t, ul)
-	// No volumes: the earlier version's pod must start before the
-	// controller (which makes claims) has seen the template.
-	tmpl := testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
-	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
-
-	earlierVersion(t, ul, tmpl, networkingv1.NetworkPolicySpec{PolicyTypes: ingressOnly, Ingress: wantIngress})
-	create(t, tmpl)
-	waitPending(t, ns, "u")
+	earlierEnvironment(t, ns, nil, networkingv1.NetworkPolicySpec{PolicyTypes: ingressOnly, Ingress: wantIngress})
 
 	// The running pod lacks the label: both policies stay.
 	for _, name := range []string{"u", sharedPolicy("t")} {
@@ -169,6 +158,28 @@ func TestUpgradeRetiresThePerUserlandPolicyOnlyOnceItsPodsAreCovered(t *testing.
 		}
 	}
 	env.WaitPhase(t, ns, "u", v1alpha1.PhaseReady)
+}
+
+// earlierEnvironment is environment "u" of ns as an earlier version left
+// it (earlierVersion, with rules for its own policy), of the OnRestart
+// template "t" (network, if set), which appears last, so the controller
+// makes nothing before the earlier version's children are in place; it
+// returns the template once the environment's update is pending. No
+// volumes: the earlier version's pod must start before the controller
+// (which makes claims) has seen the template.
+func earlierEnvironment(t *testing.T, ns string, network *v1alpha1.NetworkSpec, rules networkingv1.NetworkPolicySpec) *v1alpha1.Template {
+	t.Helper()
+	ul := userland(ns, "u", "alice", "t")
+	create(t, ul)
+	tmpl := testobj.MakeTemplate(ns, "t").Container("web").Image("example.org/app:1").Obj()
+	tmpl.Spec.Rollout.Policy = v1alpha1.RolloutOnRestart
+	if network != nil {
+		tmpl.Spec.Network = network
+	}
+	earlierVersion(t, ul, tmpl, rules)
+	create(t, tmpl)
+	waitPending(t, ns, "u")
+	return tmpl
 }
 
 // earlierVersion makes what a controller before the shared policy made for

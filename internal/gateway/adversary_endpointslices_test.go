@@ -28,16 +28,27 @@ import (
 	"github.com/userland-dev/userland/internal/testobj"
 )
 
+// livePodIP waits for the address of a pod the environment user's
+// Deployment made (one with an owner), not being deleted.
 func livePodIP(t *testing.T, ns, user string) string {
 	t.Helper()
+	return podIPWhere(t, ns, user+"'s pod", client.MatchingLabels{v1alpha1.LabelUserland: user},
+		func(p *corev1.Pod) bool { return len(p.OwnerReferences) > 0 })
+}
+
+// podIPWhere waits for the address of a pod of ns that labels selects and
+// keep accepts, not being deleted; what names it in a failure.
+func podIPWhere(t *testing.T, ns, what string, labels client.MatchingLabels, keep func(*corev1.Pod) bool) string {
+	t.Helper()
 	var ip string
-	env.Eventually(t, time.Minute, user+"'s pod has an address", func(ctx context.Context) (bool, error) {
+	env.Eventually(t, time.Minute, what+" has an address", func(ctx context.Context) (bool, error) {
 		var pods corev1.PodList
-		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: user}); err != nil {
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), labels); err != nil {
 			return false, err
 		}
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && p.Status.PodIP != "" && len(p.OwnerReferences) > 0 {
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.DeletionTimestamp == nil && p.Status.PodIP != "" && keep(p) {
 				ip = p.Status.PodIP
 				return true, nil
 			}

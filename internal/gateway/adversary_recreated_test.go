@@ -110,7 +110,7 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 	if err := env.Client.Create(ctx, late); err != nil {
 		t.Fatal(err)
 	}
-	lateIP := livePodIPNamed(t, ns, late.Name)
+	lateIP := podIPWhere(t, ns, late.Name, client.MatchingLabels(late.Labels), func(p *corev1.Pod) bool { return p.Name == late.Name })
 
 	// Alice's pod must still be there, Ready, and listed by the left-over
 	// slice in the gateway's cache, or this test proves nothing.
@@ -121,7 +121,7 @@ func TestAdversaryRecreatedNameReachesTheOldPod(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: held.slice}, &stale); err != nil || !sliceListsReady(&stale, oldIP) {
 		t.Fatalf("the left-over slice does not list alice's pod Ready in the gateway's cache (err %v): this test proves nothing", err)
 	}
-	bobsIP := livePodIPOf(t, ns, bobs.UID)
+	bobsIP := podIPWhere(t, ns, "bob's pod", client.MatchingLabels{v1alpha1.LabelUserlandUID: string(bobs.UID)}, func(*corev1.Pod) bool { return true })
 	if bobsIP == oldIP || bobsIP == lateIP {
 		t.Fatalf("bob's pod shares an address with alice's (%s) or the late pod (%s): this test cannot tell them apart", oldIP, lateIP)
 	}
@@ -176,39 +176,6 @@ func podAt(t *testing.T, ns, ip string) *corev1.Pod {
 	}
 	t.Fatalf("no pod at %s", ip)
 	return nil
-}
-
-// livePodIPNamed waits for the named pod's address.
-func livePodIPNamed(t *testing.T, ns, name string) string {
-	t.Helper()
-	var ip string
-	env.Eventually(t, time.Minute, name+" has an address", func(ctx context.Context) (bool, error) {
-		var p corev1.Pod
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
-		ip = p.Status.PodIP
-		return err == nil && ip != "", err
-	})
-	return ip
-}
-
-// livePodIPOf waits for the address of the pod bound to Userland uid.
-func livePodIPOf(t *testing.T, ns string, uid types.UID) string {
-	t.Helper()
-	var ip string
-	env.Eventually(t, time.Minute, "the pod of userland "+string(uid)+" has an address", func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserlandUID: string(uid)}); err != nil {
-			return false, err
-		}
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
-				ip = p.Status.PodIP
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return ip
 }
 
 // heldChildren are the deleted environment's objects a test keeps.

@@ -60,27 +60,8 @@ func TestEndpointSliceResolverFollowsThePod(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	podIP := func(user string) string {
-		t.Helper()
-		var ip string
-		env.Eventually(t, time.Minute, user+"'s pod has an address", func(ctx context.Context) (bool, error) {
-			var pods corev1.PodList
-			if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelUserland: user}); err != nil {
-				return false, err
-			}
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
-					ip = p.Status.PodIP
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		return ip
-	}
-
 	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
-	first := podIP("alice")
+	first := livePodIP(t, ns, "alice")
 	start := time.Now()
 	got, err := resolver.Resolve(ctx, ns, "alice", userlandUID(t, ns, "alice"), 8080)
 	t.Logf("resolved the running environment in %v", time.Since(start))
@@ -110,10 +91,10 @@ func TestEndpointSliceResolverFollowsThePod(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.WaitPhase(t, ns, "bob", v1alpha1.PhaseReady)
-	bobs := podIP("bob")
+	bobs := livePodIP(t, ns, "bob")
 	setSuspend(t, ns, "alice", false)
 	env.WaitPhase(t, ns, "alice", v1alpha1.PhaseReady)
-	second := podIP("alice")
+	second := livePodIP(t, ns, "alice")
 	start = time.Now()
 	got, err = resolver.Resolve(ctx, ns, "alice", userlandUID(t, ns, "alice"), 8080)
 	t.Logf("resolved the woken environment in %v (alice's old pod %s, bob's pod %s, alice's new pod %s)", time.Since(start), first, bobs, second)
