@@ -198,6 +198,7 @@ func mergeLabels(base, overrides map[string]string) map[string]string {
 // upgrade. A Userland created after the upgrade, including one created
 // again under an earlier one's name, is always bound, so it never selects
 // the earlier one's pods.
+//
 // A Deployment whose pods carry another value (edited by hand) is not
 // bound: its Service then still selects its pods, by name, until the
 // controller next replaces its pod (see bindOnReplace).

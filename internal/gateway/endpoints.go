@@ -55,8 +55,8 @@ var ErrSeveralReadyPods = errors.New("several ready pods for the environment")
 // count: when a Userland is deleted and another is created with its name
 // (another user's, from the same template), the old Service's slices stay
 // in the cache until the garbage collector removes them, listing the old
-// pod, with a name of the new environment's shape (the pod template
-// hash is the same) and an address that may be given to another pod.
+// pod, whose name has the new environment's shape, at an address that may
+// be given to another pod.
 type EndpointSliceResolver struct {
 	Reader client.Reader
 	// Wait bounds how long Resolve waits for a ready address: a Userland
