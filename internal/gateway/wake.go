@@ -116,7 +116,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		if hold == 0 {
 			hold = defaultNavigationHold
 		}
-		cur, ready := s.awaitReady(r.Context(), key, hold, true)
+		cur, ready := s.awaitReady(r.Context(), key, ul.UID, hold, true)
 		if ready {
 			return cur, true
 		}
@@ -128,7 +128,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 		s.progress(w, cur, http.StatusAccepted, "")
 		return nil, false
 	}
-	cur, ready := s.awaitReady(r.Context(), key, timeout, false)
+	cur, ready := s.awaitReady(r.Context(), key, ul.UID, timeout, false)
 	if !ready {
 		if r.Context().Err() == nil {
 			w.Header().Set("Retry-After", "5")
@@ -147,8 +147,11 @@ const defaultNavigationHold = 2 * time.Second
 // awaitReady polls the in-memory cache, not the API server, until key is
 // Ready or timeout passes, or, with stopOnFailed, it fails (a page load
 // then shows why at once; a held request waits on, as a crashing pod may
-// yet come up). It returns the last state seen.
-func (s *Server) awaitReady(ctx context.Context, key types.NamespacedName, timeout time.Duration, stopOnFailed bool) (*v1alpha1.Userland, bool) {
+// yet come up). It returns the last state seen. Only the Userland with
+// uid, the one the request was authorised for, counts: one deleted while
+// its user waited and created again under its name (another user's) ends
+// the wait with nothing, so the request is neither shown nor sent to it.
+func (s *Server) awaitReady(ctx context.Context, key types.NamespacedName, uid types.UID, timeout time.Duration, stopOnFailed bool) (*v1alpha1.Userland, bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -157,6 +160,9 @@ func (s *Server) awaitReady(ctx context.Context, key types.NamespacedName, timeo
 	for {
 		var cur v1alpha1.Userland
 		if err := s.Reader.Get(ctx, key, &cur); err == nil {
+			if cur.UID != uid {
+				return nil, false
+			}
 			last = &cur
 			if cur.Status.Phase == v1alpha1.PhaseReady {
 				return last, true

@@ -1,12 +1,18 @@
 package gateway
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
 )
 
 // TestShouldWakeWritesOnceAWindow: the burst of requests a stopped
@@ -51,5 +57,37 @@ func TestShouldWakeWritesOnceAWindow(t *testing.T) {
 	}
 	if _, kept := s.waking[b]; kept {
 		t.Errorf("b's wake, a window old, is still remembered: %v", s.waking)
+	}
+}
+
+// TestAwaitReadyEndsForAnotherUserlandOfTheName: a request authorised for
+// alice's "lab" waits while lab is deleted and created again for bob;
+// bob's Ready lab ends the wait with nothing, never as alice's.
+func TestAwaitReadyEndsForAnotherUserlandOfTheName(t *testing.T) {
+	t.Parallel()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	bobs := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lab", UID: "uid-bob"},
+		Status: v1alpha1.UserlandStatus{Phase: v1alpha1.PhaseReady}}
+	s := &Server{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(bobs).Build()}
+	key := types.NamespacedName{Namespace: "ns", Name: "lab"}
+	type result struct {
+		Found, Ready bool
+	}
+	got := map[types.UID]result{}
+	for _, uid := range []types.UID{"uid-alice", "uid-bob"} {
+		for _, stopOnFailed := range []bool{false, true} {
+			cur, ready := s.awaitReady(context.Background(), key, uid, 300*time.Millisecond, stopOnFailed)
+			if cur != nil && cur.UID != uid {
+				t.Errorf("waiting for %s returned %s's Userland", uid, cur.UID)
+			}
+			got[uid] = result{Found: cur != nil, Ready: ready}
+		}
+	}
+	want := map[types.UID]result{"uid-alice": {}, "uid-bob": {Found: true, Ready: true}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
