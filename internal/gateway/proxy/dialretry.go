@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 )
@@ -54,13 +55,21 @@ func retryingDial(dial Dial, budget time.Duration, sleep func(context.Context, t
 		deadline := time.Now().Add(budget)
 		wait := 50 * time.Millisecond
 		waitCtx := ctx
-		if req, ok := ctx.Value(requestContextKey{}).(context.Context); ok {
+		req, _ := ctx.Value(requestContextKey{}).(context.Context)
+		if req != nil {
 			var cancel context.CancelFunc
 			waitCtx, cancel = context.WithCancel(ctx)
 			defer cancel()
 			defer context.AfterFunc(req, cancel)()
 		}
 		for {
+			// Asked directly, not through waitCtx: AfterFunc cancels it
+			// from a goroutine of its own, a moment after the request
+			// ends. And http.Transport may start this dial after the
+			// request already ended (its dialing goroutine ran late).
+			if req != nil && req.Err() != nil {
+				return nil, fmt.Errorf("dial %s: the request ended: %w", addr, context.Cause(req))
+			}
 			c, err := dial(ctx, network, addr)
 			if err == nil || !notReachableYet(err) || time.Now().Add(wait).After(deadline) {
 				return c, err
