@@ -275,7 +275,7 @@ func (s *Server) serveEnvironment(w http.ResponseWriter, r *http.Request, id ses
 		return
 	}
 	req := proxy.Request{Upstream: upstream, Identity: id, Rules: s.idleRules.Get(spec.Idle),
-		Activity: func(source v1alpha1.ActivitySource) { s.Activity.Touch(key, source) }}
+		Activity: func(source v1alpha1.ActivitySource) { s.Activity.Touch(key, ul.UID, source) }}
 	switch {
 	case !pathRouted:
 		req.Path = r.URL.EscapedPath()

@@ -86,7 +86,7 @@ func (s *Server) waitReady(w http.ResponseWriter, r *http.Request, id session.Id
 	// move it back in line.
 	queued := ul.Status.StoppedReason == v1alpha1.StoppedQueued
 	if ul.Status.Phase == v1alpha1.PhaseStopped && !queued && s.shouldWake(key, timeout) {
-		if err := s.Activity.Wake(r.Context(), key); err != nil {
+		if err := s.Activity.Wake(r.Context(), key, ul.UID); err != nil {
 			s.forgetWake(key)
 			pages.Error(w, r, http.StatusServiceUnavailable, "could not start the environment; try again")
 			return nil, false

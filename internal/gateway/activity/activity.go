@@ -5,6 +5,7 @@ package activity
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -36,10 +37,15 @@ type Recorder struct {
 	written map[types.NamespacedName]time.Time
 }
 
-// use is one recorded use: when, and what kind.
+// use is one recorded use: when, what kind, and of which Userland by UID.
 type use struct {
 	at     time.Time
 	source v1alpha1.ActivitySource
+	// uid is the Userland the use was authorised for: the write is made
+	// only while the name still holds it, so that use of one deleted
+	// and made again under its name (another user's) neither wakes nor
+	// keeps running the new one.
+	uid types.UID
 }
 
 func (r *Recorder) now() time.Time {
@@ -56,28 +62,29 @@ func (r *Recorder) interval() time.Duration {
 	return time.Minute
 }
 
-// Touch notes use of a Userland. It is cheap: called on every request
-// and WebSocket message that counts.
-func (r *Recorder) Touch(key types.NamespacedName, source v1alpha1.ActivitySource) {
+// Touch notes use of the Userland key with the given UID. It is cheap:
+// called on every request and WebSocket message that counts.
+func (r *Recorder) Touch(key types.NamespacedName, uid types.UID, source v1alpha1.ActivitySource) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pending == nil {
 		r.pending = map[types.NamespacedName]use{}
 	}
-	r.pending[key] = use{at: now, source: source}
+	r.pending[key] = use{at: now, source: source, uid: uid}
 }
 
-// Wake writes activity for a Userland now: a stopped environment is started
-// by the controller when it sees activity newer than the stop.
-func (r *Recorder) Wake(ctx context.Context, key types.NamespacedName) error {
-	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityRequest})
+// Wake writes activity for the Userland key with the given UID now: a
+// stopped environment is started by the controller when it sees activity
+// newer than the stop.
+func (r *Recorder) Wake(ctx context.Context, key types.NamespacedName, uid types.UID) error {
+	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityRequest, uid: uid})
 }
 
 // KeepRunning writes activity now for a user who answered an idle
 // warning: it moves the idle stop a full timeout away.
-func (r *Recorder) KeepRunning(ctx context.Context, key types.NamespacedName) error {
-	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityKeepRunning})
+func (r *Recorder) KeepRunning(ctx context.Context, key types.NamespacedName, uid types.UID) error {
+	return r.write(ctx, key, use{at: r.now(), source: v1alpha1.ActivityKeepRunning, uid: uid})
 }
 
 // Flush writes each pending use whose environment's last write is at least
@@ -122,15 +129,27 @@ func (r *Recorder) keep(key types.NamespacedName, u use) {
 }
 
 func (r *Recorder) write(ctx context.Context, key types.NamespacedName, u use) error {
-	// A merge patch of just these fields: it never conflicts with the
-	// controller's status writes, and needs no prior read.
-	patch := fmt.Appendf(nil, `{"status":{"lastActivityTime":%q,"lastActivitySource":%q}}`,
-		metav1.NewTime(u.at).UTC().Format(time.RFC3339), u.source)
+	// A JSON patch of just these fields: it never conflicts with the
+	// controller's status writes, and needs no prior read. Its first
+	// operation tests the UID, so that it is refused when the name now
+	// holds another Userland: a merge patch's metadata.uid would not do,
+	// since the status subresource ignores metadata.
+	stamp := metav1.NewTime(u.at).UTC().Format(time.RFC3339)
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": u.uid},
+		{"op": "add", "path": "/status/lastActivityTime", "value": stamp},
+		{"op": "add", "path": "/status/lastActivitySource", "value": u.source},
+	})
+	if err != nil {
+		return fmt.Errorf("activity patch of %s: %w", key, err)
+	}
 	ul := &v1alpha1.Userland{}
 	ul.Namespace, ul.Name = key.Namespace, key.Name
-	if err := r.Client.Status().Patch(ctx, ul, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // deleted meanwhile: nothing to record
+	if err := r.Client.Status().Patch(ctx, ul, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) || r.heldByAnother(ctx, key, u.uid) {
+			// Deleted meanwhile, or deleted and made again (for someone
+			// else, perhaps): the use was of a Userland that is gone.
+			return nil
 		}
 		return fmt.Errorf("patching activity of %s: %w", key, err)
 	}
@@ -141,6 +160,16 @@ func (r *Recorder) write(ctx context.Context, key types.NamespacedName, u use) e
 	}
 	r.written[key] = r.now()
 	return nil
+}
+
+// heldByAnother says whether key is now gone or another Userland than
+// uid, by the client's reads (the gateway's cache): a refused patch is
+// then not retried. A cache that has not seen the change yet says no, and
+// the use is kept and tried again at the next flush.
+func (r *Recorder) heldByAnother(ctx context.Context, key types.NamespacedName, uid types.UID) bool {
+	var ul v1alpha1.Userland
+	err := r.Client.Get(ctx, key, &ul)
+	return apierrors.IsNotFound(err) || (err == nil && ul.UID != uid)
 }
 
 // Start flushes every few seconds until ctx ends; a manager Runnable.

@@ -30,27 +30,27 @@ func TestFlushWritesAtMostOncePerInterval(t *testing.T) {
 	if !stored(t, c).IsZero() {
 		t.Fatal("activity written without any")
 	}
-	r.Touch(key, v1alpha1.ActivityWebSocket)
+	r.Touch(key, taroUID, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
 	if got := stored(t, c); !got.Equal(now) {
 		t.Fatalf("first activity stored as %v, want %v", got, now)
 	}
 	first := now
 	now = now.Add(30 * time.Second)
-	r.Touch(key, v1alpha1.ActivityWebSocket)
+	r.Touch(key, taroUID, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
 	if got := stored(t, c); !got.Equal(first) {
 		t.Fatalf("activity written again after 30s (%v); the interval is a minute", got)
 	}
 	now = now.Add(31 * time.Second)
-	r.Touch(key, v1alpha1.ActivityWebSocket)
+	r.Touch(key, taroUID, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx)
 	if got := stored(t, c); !got.Equal(now) {
 		t.Fatalf("activity after the interval stored as %v, want %v", got, now)
 	}
 	// What kind of use it was is stored with it.
 	now = now.Add(2 * time.Minute)
-	if err := r.KeepRunning(ctx, key); err != nil {
+	if err := r.KeepRunning(ctx, key, taroUID); err != nil {
 		t.Fatal(err)
 	}
 	var got v1alpha1.Userland
@@ -77,7 +77,7 @@ func TestFlushKeepsWhatItCouldNotWrite(t *testing.T) {
 	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
 	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
 	ctx := context.Background()
-	r.Touch(key, v1alpha1.ActivityWebSocket)
+	r.Touch(key, taroUID, v1alpha1.ActivityWebSocket)
 	used := now
 	r.Flush(ctx) // fails
 	now = now.Add(10 * time.Second)
@@ -112,10 +112,10 @@ func TestFlushWritesTheLastUseAfterTheInterval(t *testing.T) {
 	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
 	ctx := context.Background()
 
-	r.Touch(key, v1alpha1.ActivityWebSocket)
+	r.Touch(key, taroUID, v1alpha1.ActivityWebSocket)
 	r.Flush(ctx) // written: 09:00:00
 	now = start.Add(30 * time.Second)
-	r.Touch(key, v1alpha1.ActivityWebSocket) // the last keystroke, 09:00:30
+	r.Touch(key, taroUID, v1alpha1.ActivityWebSocket) // the last keystroke, 09:00:30
 	lastUse := now
 	for _, step := range []time.Duration{45 * time.Second, 59 * time.Second} {
 		now = start.Add(step)
@@ -140,7 +140,7 @@ func TestFlushWritesTheLastUseAfterTheInterval(t *testing.T) {
 	t.Logf("writes: %d; stored last use %v", writes, stored(t, c))
 }
 
-// fakeClient holds the Userland cs101/taro. before, when set, runs ahead of
+// fakeClient holds the Userland cs101/taro, Ready. before, when set, runs ahead of
 // every status patch; its error fails the patch (an API server down).
 func fakeClient(t *testing.T, before func() error) client.Client {
 	t.Helper()
@@ -148,7 +148,10 @@ func fakeClient(t *testing.T, before func() error) client.Client {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro"}}
+	ul := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: "cs101", Name: "taro", UID: taroUID}}
+	// Activity is only ever recorded for an environment the controller
+	// has given a status (Ready, or Stopped for a wake).
+	ul.Status.Phase = v1alpha1.PhaseReady
 	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ul).WithStatusSubresource(ul)
 	if before != nil {
 		b = b.WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
@@ -173,3 +176,6 @@ func stored(t *testing.T, c client.Client) time.Time {
 	}
 	return got.Status.LastActivityTime.UTC()
 }
+
+// taroUID is the fake cs101/taro's UID.
+const taroUID types.UID = "4c1e2f0a-taro"

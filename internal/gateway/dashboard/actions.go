@@ -103,7 +103,7 @@ func (d *Dashboard) keepRunning(ctx context.Context, id session.Identity, key ty
 	if ul == nil || d.KeepRunning == nil {
 		return "", errForbidden
 	}
-	if err := d.KeepRunning(ctx, key); err != nil {
+	if err := d.KeepRunning(ctx, key, ul.UID); err != nil {
 		return "", fmt.Errorf("keeping %s running: %w", key, err)
 	}
 	return fmt.Sprintf("%s keeps running.", describe.Title(ul)), nil

@@ -88,7 +88,7 @@ type Dashboard struct {
 	CSRF *session.Store
 	// KeepRunning records that a user answered an idle warning (the
 	// gateway's activity recorder); nil hides the button.
-	KeepRunning func(ctx context.Context, key types.NamespacedName) error
+	KeepRunning func(ctx context.Context, key types.NamespacedName, uid types.UID) error
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
