@@ -66,6 +66,8 @@ func SuspendedByStaff(ul *v1alpha1.Userland) bool {
 //     suspension staff set (ErrSuspendedByStaff);
 //   - restart and apply set the restarted-at annotation, which restarts the
 //     environment onto the current template whatever the rollout policy.
+//
+// The patch names ul's UID, so it changes nothing but ul itself.
 func Patch(verb Verb, actor Actor, ul *v1alpha1.Userland, now time.Time) (client.Patch, error) {
 	stamp := now.UTC().Format(time.RFC3339Nano)
 	patch := map[string]any{}
@@ -94,8 +96,18 @@ func Patch(verb Verb, actor Actor, ul *v1alpha1.Userland, now time.Time) (client
 	default:
 		return nil, fmt.Errorf("unknown action %q", verb)
 	}
+	metadata := map[string]any{}
 	if len(annotations) > 0 {
-		patch["metadata"] = map[string]any{"annotations": annotations}
+		metadata["annotations"] = annotations
+	}
+	if ul.UID != "" {
+		// A precondition: the API server refuses the patch when the name
+		// now holds another Userland (deleted and made again, perhaps for
+		// someone else) than the one the action was decided on.
+		metadata["uid"] = ul.UID
+	}
+	if len(metadata) > 0 {
+		patch["metadata"] = metadata
 	}
 	data, err := json.Marshal(patch)
 	if err != nil {

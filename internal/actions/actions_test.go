@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
@@ -45,6 +46,10 @@ func TestPatch(t *testing.T) {
 		"staff lifts any suspension":                    {Start, Staff, suspended("staff"), started, nil},
 		"restart":                                       {Restart, Owner, running, stamp + `}`, nil},
 		"apply":                                         {Apply, Staff, running, stamp + `}`, nil},
+		"the patch names the Userland it was decided on": {Stop, Owner, withUID(running, "3f2a"),
+			`{"metadata":{"annotations":{"userland.dev/suspended-by":"owner"},"uid":"3f2a"},"spec":{"suspend":true}}`, nil},
+		"even when it changes no metadata": {Stop, Owner, withUID(suspended("staff"), "3f2a"),
+			`{"metadata":{"uid":"3f2a"},"spec":{"suspend":true}}`, nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -64,4 +69,11 @@ func TestPatch(t *testing.T) {
 	if _, err := Parse("delete"); err == nil {
 		t.Error("Parse accepted an unknown verb")
 	}
+}
+
+// withUID is a copy of ul with the given UID.
+func withUID(ul *v1alpha1.Userland, uid string) *v1alpha1.Userland {
+	ul = ul.DeepCopy()
+	ul.UID = types.UID(uid)
+	return ul
 }

@@ -29,8 +29,10 @@ type Recorder struct {
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 
-	mu      sync.Mutex
-	pending map[types.NamespacedName]use
+	mu sync.Mutex
+	// pending is keyed by Userland, name and UID: use of one deleted
+	// and made again under its name must not replace the new one's.
+	pending map[pendingKey]use
 	// written is when (by the clock, not the use's own time) each
 	// environment's activity was last written, kept only while that is
 	// within Interval: older entries allow a write anyway.
@@ -69,9 +71,9 @@ func (r *Recorder) Touch(key types.NamespacedName, uid types.UID, source v1alpha
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pending == nil {
-		r.pending = map[types.NamespacedName]use{}
+		r.pending = map[pendingKey]use{}
 	}
-	r.pending[key] = use{at: now, source: source, uid: uid}
+	r.pending[pendingKey{key, uid}] = use{at: now, source: source, uid: uid}
 }
 
 // Wake writes activity for the Userland key with the given UID now: a
@@ -95,14 +97,14 @@ func (r *Recorder) KeepRunning(ctx context.Context, key types.NamespacedName, ui
 func (r *Recorder) Flush(ctx context.Context) {
 	now := r.now()
 	r.mu.Lock()
-	due := map[types.NamespacedName]use{}
+	due := map[pendingKey]use{}
 	for key, last := range r.written {
 		if now.Sub(last) >= r.interval() {
 			delete(r.written, key) // a write is allowed again; keep the map small
 		}
 	}
 	for key, u := range r.pending {
-		if _, recent := r.written[key]; recent {
+		if _, recent := r.written[key.NamespacedName]; recent {
 			continue
 		}
 		due[key] = u
@@ -110,17 +112,23 @@ func (r *Recorder) Flush(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for key, u := range due {
-		if err := r.write(ctx, key, u); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "recording activity; kept for the next flush", "userland", key)
+		if err := r.write(ctx, key.NamespacedName, u); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "recording activity; kept for the next flush", "userland", key.NamespacedName)
 			r.keep(key, u)
 		}
 	}
 }
 
+// pendingKey is one Userland: its name, and which Userland of that name.
+type pendingKey struct {
+	types.NamespacedName
+	uid types.UID
+}
+
 // keep puts back a use that could not be written (the API server down, say),
 // unless a newer one arrived meanwhile, so the next flush writes it: an
 // outage must not make a person's work look idle.
-func (r *Recorder) keep(key types.NamespacedName, u use) {
+func (r *Recorder) keep(key pendingKey, u use) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.pending[key]; !ok || cur.at.Before(u.at) {
@@ -146,9 +154,12 @@ func (r *Recorder) write(ctx context.Context, key types.NamespacedName, u use) e
 	ul := &v1alpha1.Userland{}
 	ul.Namespace, ul.Name = key.Namespace, key.Name
 	if err := r.Client.Status().Patch(ctx, ul, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		if apierrors.IsNotFound(err) || r.heldByAnother(ctx, key, u.uid) {
+		if r.heldByAnother(ctx, key, u.uid) {
 			// Deleted meanwhile, or deleted and made again (for someone
 			// else, perhaps): the use was of a Userland that is gone.
+			// Asked of the cache, not read from the error: a 404 while
+			// the resource is briefly not served (its CRD updated) must
+			// not drop a use.
 			return nil
 		}
 		return fmt.Errorf("patching activity of %s: %w", key, err)

@@ -179,3 +179,24 @@ func stored(t *testing.T, c client.Client) time.Time {
 
 // taroUID is the fake cs101/taro's UID.
 const taroUID types.UID = "4c1e2f0a-taro"
+
+// TestUseOfANamesakeDoesNotReplaceTheOwners: use still arriving for a
+// Userland deleted and made again under its name (a tunnel to the old
+// pod, outliving it for its grace period) is refused by the API server;
+// it must not take the place of the new Userland's own use, or that use
+// is lost and its idle stop comes early.
+func TestUseOfANamesakeDoesNotReplaceTheOwners(t *testing.T) {
+	t.Parallel()
+	c := fakeClient(t, nil)
+	now := time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)
+	r := &Recorder{Client: c, Interval: time.Minute, Now: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "cs101", Name: "taro"}
+	r.Touch(key, taroUID, v1alpha1.ActivityWebSocket)
+	owners := now
+	now = now.Add(time.Second)
+	r.Touch(key, "an-earlier-taro", v1alpha1.ActivityWebSocket)
+	r.Flush(context.Background())
+	if got := stored(t, c); !got.Equal(owners) {
+		t.Fatalf("stored %v, want the owner's use at %v", got, owners)
+	}
+}

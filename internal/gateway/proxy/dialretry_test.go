@@ -99,3 +99,48 @@ func TestBoundedDialEndsAHangingDial(t *testing.T) {
 		t.Errorf("took %v: the bound did not apply", took)
 	}
 }
+
+// TestRetryingDialAsksTheRequestItself: http.Transport dials with a
+// context detached from the request's (context.WithoutCancel), carrying
+// the request's own among its values, and may start the dial after the
+// request ended; and the request's end reaches the waits only through an
+// AfterFunc, a moment later. The request itself is asked before every
+// attempt.
+func TestRetryingDialAsksTheRequestItself(t *testing.T) {
+	notFound := &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}}
+	tests := []struct {
+		name string
+		// endsAt is the attempt during which the request ends (0: before
+		// the first).
+		endsAt    int
+		wantDials int
+	}{
+		{name: "a dial started after its request ended makes no attempt", endsAt: 0, wantDials: 0},
+		{name: "a request ending during an attempt gets no other", endsAt: 1, wantDials: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, end := context.WithCancel(context.Background())
+			if tc.endsAt == 0 {
+				end()
+			}
+			dials := 0
+			d := retryingDial(func(context.Context, string, string) (net.Conn, error) {
+				dials++
+				if dials == tc.endsAt {
+					end()
+				}
+				return nil, notFound
+			}, time.Minute, func(context.Context, time.Duration) error { return nil }) // waits that do not notice the end
+			dialCtx := context.WithoutCancel(withRequestContext(req))
+			if c, err := d(dialCtx, "tcp", "x:1"); err == nil {
+				_ = c.Close()
+				t.Fatal("dial succeeded")
+			}
+			end()
+			if diff := cmp.Diff(tc.wantDials, dials); diff != "" {
+				t.Errorf("attempts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
