@@ -7,10 +7,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/userland-dev/userland/api/v1alpha1"
+	"github.com/userland-dev/userland/internal/templates"
 )
 
 // countsAgainstBudget is true of a running Deployment not rolled out: it
@@ -29,40 +33,80 @@ func countsAgainstBudget(dep *appsv1.Deployment) bool {
 // stops counting by expiry (zero if none does): no Deployment event may
 // come to say so.
 func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileState) (ok bool, recheck time.Duration, err error) {
-	view, err := r.budgetViewOf(ctx, s)
-	if err != nil {
-		return false, 0, err
+	var siblings v1alpha1.UserlandList
+	// Read-only: the cache's objects are not copied.
+	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: s.template.Key}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, 0, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
 	}
+	running, unavailable := 0, 0
+	// What the restarts in flight are judged by is kept for them alone,
+	// not in maps of every sibling (at 2,000 siblings in one namespace,
+	// those maps and a Deployment allocated per sibling were a third of
+	// a rollout's controller CPU, with the garbage collection they made).
+	tracked := r.inflight.names()
+	seen := make(map[types.NamespacedName]sibling, len(tracked))
 	self := client.ObjectKeyFromObject(s.ul)
-	// The deciding environment is not counted: restarting one already
-	// unavailable (a broken template's, to fix it) adds nothing, and
-	// counting it would leave every environment of a template whose
-	// broken ones fill the budget waiting for one that never comes.
-	unavailable := view.counted
-	if view.siblings[self].counted {
-		unavailable--
+	// One Deployment read into, not one allocated per sibling; read-only.
+	var dep appsv1.Deployment
+	for i := range siblings.Items {
+		sib := &siblings.Items[i]
+		key := client.ObjectKeyFromObject(sib)
+		var info sibling
+		_, isTracked := tracked[key]
+		dep = appsv1.Deployment{} // a reader that decodes into it must not merge
+		if err := r.Client.Get(ctx, key, &dep, client.UnsafeDisableDeepCopy); err != nil {
+			if apierrors.IsNotFound(err) {
+				if isTracked {
+					seen[key] = info
+				}
+				continue
+			}
+			return false, 0, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
+		}
+		info.shown, info.hash = true, dep.Spec.Template.Annotations[AnnotationTemplateHash]
+		if dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0 {
+			running++
+			// The deciding environment is not counted: restarting one
+			// already unavailable (a broken template's, to fix it) adds
+			// nothing, and counting it would leave every environment of a
+			// template whose broken ones fill the budget waiting for one
+			// that never comes.
+			if countsAgainstBudget(&dep) && key != self {
+				unavailable++
+				info.counted = true
+			}
+		}
+		if isTracked {
+			seen[key] = info
+		}
 	}
 	inflight, expires := r.inflight.count(s.now, func(name types.NamespacedName, to string) bool {
-		info, listed := view.siblings[name]
+		info, listed := seen[name]
+		if _, known := tracked[name]; !known {
+			// Recorded while the siblings were read (a WhenIdle restart of
+			// any template, or one put back after a write that did not
+			// happen): judged now from the cache, counted if listed here.
+			info, listed = r.siblingNow(ctx, name, s.template.Key)
+		}
 		// Not counted here: the environment deciding (its own restart is
 		// what is decided, and a write that failed must not block its
-		// retry); one the view already counts; one whose Deployment the
-		// view shows with the pod template the restart (or a later write
+		// retry); one the cache already counts; one whose Deployment the
+		// cache shows with the pod template the restart (or a later write
 		// of this controller's) applied (rolledOut tells its availability
 		// from then on, so a finished restart frees its place at once);
 		// and one not listed under this template (another template's,
-		// deleted, or moved away). One listed whose Deployment the view
+		// deleted, or moved away). One listed whose Deployment the cache
 		// does not show (deleted, or its label removed) still counts.
 		return name == self || info.counted || !listed || (info.shown && info.hash == to)
 	})
 	unavailable += inflight
-	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, view.running, true)
+	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
 	if err != nil {
 		return false, 0, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
 	}
 	maxUnavailable = max(maxUnavailable, 1)
 	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.Key,
-		"running", view.running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
+		"running", running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
 	if unavailable < maxUnavailable {
 		return true, 0, nil
 	}
@@ -72,9 +116,29 @@ func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileSt
 	return false, recheck, nil
 }
 
-// sibling is what a budget view shows of an environment: the pod template
-// hash of the Deployment the cache showed (if it showed one), and whether
-// that Deployment was counted as unavailable.
+// siblingNow is what the cache shows of name's environment when a restart
+// of it was recorded after the siblings were read: whether it is listed
+// under template (counted, if unsure), and its Deployment's pod template.
+// Whether it was counted as unavailable is not known, so it is not set:
+// the restart may then count twice, which only delays.
+func (r *UserlandReconciler) siblingNow(ctx context.Context, name types.NamespacedName, template string) (info sibling, listed bool) {
+	var ul v1alpha1.Userland
+	if err := r.Client.Get(ctx, name, &ul, client.UnsafeDisableDeepCopy); err != nil {
+		return info, !apierrors.IsNotFound(err)
+	}
+	if templates.UserlandKey(&ul) != template {
+		return info, false
+	}
+	var dep appsv1.Deployment
+	if err := r.Client.Get(ctx, name, &dep, client.UnsafeDisableDeepCopy); err == nil {
+		info.shown, info.hash = true, dep.Spec.Template.Annotations[AnnotationTemplateHash]
+	}
+	return info, true
+}
+
+// sibling is what a budget decision saw of a sibling with a restart in
+// flight: the pod template hash of the Deployment the cache shows (if it
+// shows one), and whether that Deployment was counted as unavailable.
 type sibling struct {
 	hash           string
 	shown, counted bool
@@ -123,6 +187,17 @@ func (t *rolloutTracker) count(now time.Time, skip func(name types.NamespacedNam
 		}
 	}
 	return n, expires
+}
+
+// names is the environments with a restart recorded now.
+func (t *rolloutTracker) names() map[types.NamespacedName]struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make(map[types.NamespacedName]struct{}, len(t.restarts))
+	for name := range t.restarts {
+		names[name] = struct{}{}
+	}
+	return names
 }
 
 // sweep drops expired restarts; t.mu is held.

@@ -166,7 +166,6 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 	r.firstStatus = &reconcile.FirstStatusHold{Window: r.FirstStatusWindow}
 	r.created.TTL = createdTTL
 	r.budgetFreed = make(chan event.GenericEvent, 256)
-	r.budgetViews = &budgetViews{}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userland").
 		For(&v1alpha1.Userland{}).
@@ -183,10 +182,6 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindClusterTemplate)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// What budget decisions read of a template's environments is
-		// read again only after one of these.
-		Watches(&appsv1.Deployment{}, r.budgetViews.endsViews(), builder.WithPredicates(changesBudgetView)).
-		Watches(&v1alpha1.Userland{}, r.budgetViews.endsViews(), builder.WithPredicates(changesTemplateMembership)).
 		// A sibling rolled out, stopped or gone frees Immediate rollout
 		// budget.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(freesRolloutPlace)).

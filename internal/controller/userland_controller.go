@@ -64,10 +64,6 @@ type UserlandReconciler struct {
 	Metrics *Metrics
 
 	inflight rolloutTracker
-	// budgetViews keeps each template's view for budget decisions until
-	// a watched change ends it; SetupWithManager makes it (nil: every
-	// decision reads afresh).
-	budgetViews *budgetViews
 	// budgetFreed wakes a template's environments waiting for rollout
 	// budget when a restart recorded here turns out not to have been
 	// written; SetupWithManager makes it.
