@@ -27,21 +27,7 @@ func TestAdversaryActivityLeavesANamesakeAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	key := types.NamespacedName{Namespace: ns, Name: "lab"}
-	alices := testobj.MakeUserland(ns, "lab", "alice", "web").Obj()
-	if err := env.Client.Create(ctx, alices); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(ctx, alices); err != nil {
-		t.Fatal(err)
-	}
-	env.Eventually(t, time.Minute, "alice's lab gone", func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, key, &v1alpha1.Userland{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
-	bobs := testobj.MakeUserland(ns, "lab", "bob", "web").Obj()
-	if err := env.Client.Create(ctx, bobs); err != nil {
-		t.Fatal(err)
-	}
+	alices, bobs := namesakes(t, key)
 	// Stopped, as the controller would have written it: alice's use would
 	// wake it. A patch, not an update: the package's controller may be
 	// writing its status too.
@@ -91,21 +77,7 @@ func TestAdversaryActionOnANamesakeIsRefused(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	key := types.NamespacedName{Namespace: ns, Name: "lab"}
-	alices := testobj.MakeUserland(ns, "lab", "alice", "web").Obj()
-	if err := env.Client.Create(ctx, alices); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(ctx, alices); err != nil {
-		t.Fatal(err)
-	}
-	env.Eventually(t, time.Minute, "alice's lab gone", func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, key, &v1alpha1.Userland{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
-	bobs := testobj.MakeUserland(ns, "lab", "bob", "web").Obj()
-	if err := env.Client.Create(ctx, bobs); err != nil {
-		t.Fatal(err)
-	}
+	alices, _ := namesakes(t, key)
 	now := time.Now()
 	for _, verb := range []actions.Verb{actions.Stop, actions.Restart} {
 		patch, err := actions.Patch(verb, actions.Owner, alices, now)
@@ -139,4 +111,28 @@ func TestAdversaryActionOnANamesakeIsRefused(t *testing.T) {
 	if !got.Spec.Suspend {
 		t.Error("bob's own stop not applied")
 	}
+}
+
+// namesakes makes alice's Userland key, deletes it, waits until it is
+// gone and makes bob's under the same name: the earlier one as it was
+// read, and the one that holds the name now.
+func namesakes(t *testing.T, key types.NamespacedName) (alices, bobs *v1alpha1.Userland) {
+	t.Helper()
+	ctx := context.Background()
+	alices = testobj.MakeUserland(key.Namespace, key.Name, "alice", "web").Obj()
+	if err := env.Client.Create(ctx, alices); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, alices); err != nil {
+		t.Fatal(err)
+	}
+	env.Eventually(t, time.Minute, "alice's "+key.Name+" gone", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, key, &v1alpha1.Userland{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	bobs = testobj.MakeUserland(key.Namespace, key.Name, "bob", "web").Obj()
+	if err := env.Client.Create(ctx, bobs); err != nil {
+		t.Fatal(err)
+	}
+	return alices, bobs
 }
