@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -238,25 +237,20 @@ func TestSpecAndStatusAreSeparate(t *testing.T) {
 }
 
 // table fetches a list in the server-side Table form, as kubectl get does.
+// It goes through client-go's REST client, as kubectl does, so that a 429
+// with Retry-After ("storage is (re)initializing" while the API server's
+// cache for a just-installed CRD warms up) is retried rather than failed.
 func table(t *testing.T, path string) metav1.Table {
 	t.Helper()
-	httpClient, err := rest.HTTPClientFor(env.Config)
+	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(env.Config.Host, "/")+path, nil)
+	body, err := cs.Discovery().RESTClient().Get().AbsPath(path).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+		DoRaw(context.Background())
 	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, body)
+		t.Fatalf("GET %s: %v: %s", path, err, body)
 	}
 	var tab metav1.Table
 	if err := json.Unmarshal(body, &tab); err != nil {
