@@ -343,11 +343,9 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 	}
 	// One watch of every namespace: 50 watches would each be a stream the
 	// API server keeps, beside the load being measured.
-	w, err := c.Watch(ctx, &appsv1.DeploymentList{})
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	events := deploymentEvents(watchCtx, c)
 	seen := map[string]bool{}
 	unavailable := map[string]bool{}
 	updated := map[string]bool{}
@@ -375,10 +373,7 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 			r.Rollout, r.MaxUnavailable, r.RolloutUpdated = time.Since(changed), most, len(updated)
 			worstOf(r, inNS, mostInNS)
 			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return fmt.Errorf("rollout: the watch ended with %d of %d updated", len(updated), n)
-			}
+		case ev := <-events:
 			d, isDep := ev.Object.(*appsv1.Deployment)
 			if !isDep || !ours[d.Namespace] {
 				continue
@@ -424,7 +419,7 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 	if len(namespaces) > 1 {
 		ns = "" // every namespace: only the benchmark's hold Userlands
 	}
-	err = waitUserlands(ctx, c, ns, n, func(ul *v1alpha1.Userland) bool {
+	err := waitUserlands(ctx, c, ns, n, func(ul *v1alpha1.Userland) bool {
 		return ul.Status.Phase == v1alpha1.PhaseReady && !ul.Status.UpdatePending
 	})
 	r.Rollout, r.MaxUnavailable, r.RolloutUpdated = time.Since(changed), most, len(updated)
