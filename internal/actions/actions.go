@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -114,4 +116,23 @@ func Patch(verb Verb, actor Actor, ul *v1alpha1.Userland, now time.Time) (client
 		return nil, fmt.Errorf("encoding the %s patch: %w", verb, err)
 	}
 	return client.RawPatch(types.MergePatchType, data), nil
+}
+
+// Replaced reports whether err is the API server's refusal of a Patch
+// because the name now holds another Userland than the one the action was
+// decided on: "metadata.uid: field is immutable", a 422 naming that field.
+// For one action it is an error to show; a loop over many (a course's Stop
+// all, its warm-up) passes over it, as over one already gone, since its
+// cache will show the newcomer soon, to be decided on afresh.
+func Replaced(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, cause := range status.Status().Details.Causes {
+		if cause.Field == "metadata.uid" && cause.Type == metav1.CauseTypeFieldValueInvalid {
+			return true
+		}
+	}
+	return false
 }

@@ -2,11 +2,15 @@ package actions
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
 )
@@ -76,4 +80,32 @@ func withUID(ul *v1alpha1.Userland, uid string) *v1alpha1.Userland {
 	ul = ul.DeepCopy()
 	ul.UID = types.UID(uid)
 	return ul
+}
+
+// TestReplaced: only the refusal of a changed metadata.uid counts; any other
+// invalid patch, or a refusal of another kind, is an error to report. The
+// real API server's refusal is checked in the gateway's namesake test.
+func TestReplaced(t *testing.T) {
+	gk := schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: "Userland"}
+	invalid := func(errs ...*field.Error) error { return apierrors.NewInvalid(gk, "lab", errs) }
+	uid := field.Invalid(field.NewPath("metadata", "uid"), "bob", "field is immutable")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"uid immutable", invalid(uid), true},
+		{"uid among others", invalid(field.Required(field.NewPath("spec", "user"), ""), uid), true},
+		{"uid wrapped", fmt.Errorf("stop ns/lab: %w", invalid(uid)), true},
+		{"another field", invalid(field.Invalid(field.NewPath("spec", "suspend"), "x", "bad")), false},
+		{"uid required, not changed", invalid(field.Required(field.NewPath("metadata", "uid"), "")), false},
+		{"not found", apierrors.NewNotFound(schema.GroupResource{Resource: "userlands"}, "lab"), false},
+		{"conflict", apierrors.NewConflict(schema.GroupResource{Resource: "userlands"}, "lab", errors.New("x")), false},
+		{"plain", errors.New("metadata.uid: field is immutable"), false},
+		{"nil", nil, false},
+	} {
+		if got := Replaced(tc.err); got != tc.want {
+			t.Errorf("%s: Replaced = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -238,7 +238,14 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 		}
 		// A merge patch of one annotation, as the dashboard sends; ul is
 		// the cache's, so the patch goes to a copy.
-		if err := r.Client.Patch(ctx, ul.DeepCopy(), patch, client.FieldOwner(FieldOwner)); client.IgnoreNotFound(err) != nil {
+		err = r.Client.Patch(ctx, ul.DeepCopy(), patch, client.FieldOwner(FieldOwner))
+		if apierrors.IsNotFound(err) || actions.Replaced(err) {
+			// Gone, or its name now holds another Userland: the cache
+			// shows that soon and the next pass decides on it afresh.
+			// One stale entry must not hold up the rest of the class.
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("warming %s/%s: %w", ul.Namespace, ul.Name, err)
 		}
 		r.Recorder.Eventf(s.c, ul, corev1.EventTypeNormal, "Warmed", "Start",

@@ -91,6 +91,10 @@ func TestAdversaryActionOnANamesakeIsRefused(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s decided on alice's lab was applied to bob's", verb)
 		}
+		// A course's bulk loop passes over exactly this refusal.
+		if err != nil && !actions.Replaced(err) {
+			t.Errorf("%s refusal not recognised by actions.Replaced: %v", verb, err)
+		}
 	}
 	var got v1alpha1.Userland
 	if err := env.Client.Get(ctx, key, &got); err != nil {

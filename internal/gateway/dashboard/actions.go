@@ -139,7 +139,10 @@ func capitalise(s string) string {
 
 // plainError says what went wrong without internals.
 func plainError(err error) string {
-	if errors.Is(err, errForbidden) {
+	// Replaced: the name now holds another Userland than the one the page
+	// showed. Said as for one that is gone, so the page tells nobody that
+	// someone else's now exists under that name.
+	if errors.Is(err, errForbidden) || actions.Replaced(err) {
 		return "That environment does not exist or is not yours."
 	}
 	if errors.Is(err, actions.ErrSuspendedByStaff) {

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/userland-dev/userland/internal/actions"
 )
@@ -31,6 +32,8 @@ func TestPlainErrorSaysWhatToDo(t *testing.T) {
 		want string
 	}{
 		{"not the user's", fmt.Errorf("stop: %w", errForbidden), "That environment does not exist or is not yours."},
+		{"its name now holds another's", fmt.Errorf("stop demo/lab: %w", apierrors.NewInvalid(schema.GroupKind{Group: "userland.dev", Kind: "Userland"}, "lab",
+			field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), "bobs-uid", "field is immutable")})), "That environment does not exist or is not yours."},
 		{"suspended by staff", actions.ErrSuspendedByStaff, "An administrator or instructor suspended this environment, so only they can start it again."},
 		{"API server down", fmt.Errorf("patching demo/a: %w", refused), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
 		{"API server overloaded", apierrors.NewTooManyRequests("slow down", 1), "The cluster could not be reached, so nothing was changed. Try again in a minute."},
