@@ -17,8 +17,8 @@ import (
 // informer's reflector resumes from the last resourceVersion, or lists
 // again when that is too old, by itself. After a re-list each Deployment
 // comes again as Modified with its state then, which is all the rollout
-// count needs. Events are delivered in order; a slow reader holds the
-// informer back rather than losing any.
+// count needs. Events are delivered in order and none is dropped: the
+// informer buffers them for a slow reader.
 func deploymentEvents(ctx context.Context, c client.WithWatch) <-chan watch.Event {
 	events := make(chan watch.Event, 1024)
 	send := func(t watch.EventType, obj any) {
@@ -45,14 +45,17 @@ func deploymentEvents(ctx context.Context, c client.WithWatch) <-chan watch.Even
 			return c.Watch(ctx, &appsv1.DeploymentList{}, &client.ListOptions{Raw: &o})
 		},
 	}
-	_, informer := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
-		ListerWatcher: lw,
-		ObjectType:    &appsv1.Deployment{},
-		Handler: toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { send(watch.Added, obj) },
-			UpdateFunc: func(_, obj any) { send(watch.Modified, obj) },
-			DeleteFunc: func(obj any) { send(watch.Deleted, obj) },
-		},
+	informer := toolscache.NewSharedIndexInformerWithOptions(lw, &appsv1.Deployment{}, toolscache.SharedIndexInformerOptions{})
+	// A watch or list that keeps failing (RBAC, an API server gone) is
+	// retried by the reflector forever: say so, rather than wait in
+	// silence. Both calls fail only once the informer has started.
+	_ = informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+		logf("large: the Deployment watch failed, resuming: %v", err)
+	})
+	_, _ = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { send(watch.Added, obj) },
+		UpdateFunc: func(_, obj any) { send(watch.Modified, obj) },
+		DeleteFunc: func(obj any) { send(watch.Deleted, obj) },
 	})
 	go informer.RunWithContext(ctx)
 	return events

@@ -419,6 +419,7 @@ func rolloutTracked(ctx context.Context, c client.WithWatch, namespaces []string
 	if len(namespaces) > 1 {
 		ns = "" // every namespace: only the benchmark's hold Userlands
 	}
+	stopWatch() // the count is done; nobody reads its events any more
 	err := waitUserlands(ctx, c, ns, n, func(ul *v1alpha1.Userland) bool {
 		return ul.Status.Phase == v1alpha1.PhaseReady && !ul.Status.UpdatePending
 	})

@@ -243,6 +243,8 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 			// Gone, or its name now holds another Userland: the cache
 			// shows that soon and the next pass decides on it afresh.
 			// One stale entry must not hold up the rest of the class.
+			ctrl.LoggerFrom(ctx).V(1).Info("warm-up passed over an environment gone or replaced since the cache showed it",
+				"userland", client.ObjectKeyFromObject(ul), "uid", ul.UID, "reason", err.Error())
 			continue
 		}
 		if err != nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,11 +52,13 @@ func TestWarmPassesOverANamesake(t *testing.T) {
 		objs = append(objs, uls[i].DeepCopy())
 	}
 	stale := "bob-lab"
+	var staleTried atomic.Int32
 	gk := v1alpha1.GroupVersion.WithKind("Userland").GroupKind()
 	cl := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 				if obj.GetName() == stale {
+					staleTried.Add(1)
 					return apierrors.NewInvalid(gk, stale, field.ErrorList{
 						field.Invalid(field.NewPath("metadata", "uid"), "bob-uid", "field is immutable"),
 					})
@@ -81,6 +84,9 @@ func TestWarmPassesOverANamesake(t *testing.T) {
 		if warmed := got.Annotations[v1alpha1.AnnotationRestartedAt] != ""; warmed != tc.warmed {
 			t.Errorf("%s warmed = %v, want %v", tc.name, warmed, tc.warmed)
 		}
+	}
+	if n := staleTried.Load(); n != 1 {
+		t.Errorf("the stale entry was tried %d times, want 1 (else this test shows nothing)", n)
 	}
 	if n := len(rec.Events); n != 2 {
 		t.Errorf("%d Warmed events, want 2 (none for the stale one)", n)

@@ -157,6 +157,8 @@ func (d *Dashboard) actOnCourse(ctx context.Context, c *v1alpha1.Course, verb ac
 			// Gone, or its name now holds another Userland than the one
 			// the cache showed: passed over, not counted, and no reason
 			// to leave the rest of the class as it was.
+			ctrl.LoggerFrom(ctx).V(1).Info("course action passed over an environment gone or replaced since the cache showed it",
+				"action", verb, "userland", client.ObjectKeyFromObject(ul), "uid", ul.UID, "reason", err.Error())
 			continue
 		}
 		if err != nil {
