@@ -118,6 +118,14 @@ func Patch(verb Verb, actor Actor, ul *v1alpha1.Userland, now time.Time) (client
 	return client.RawPatch(types.MergePatchType, data), nil
 }
 
+// PassOver reports whether a loop over many Userlands (a course's Start,
+// Stop or Restart all, its warm-up) goes on past err from one Patch: the
+// Userland is gone, or its name now holds another (Replaced). The loop's
+// cache will show either soon, to be decided on afresh.
+func PassOver(err error) bool {
+	return apierrors.IsNotFound(err) || Replaced(err)
+}
+
 // Replaced reports whether err is the API server's refusal of a Patch
 // because the name now holds another Userland than the one the action was
 // decided on: "metadata.uid: field is immutable", a 422 naming that field.

@@ -109,3 +109,25 @@ func TestReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestPassOver: a bulk loop goes on past a Userland gone or replaced, and
+// stops at anything else.
+func TestPassOver(t *testing.T) {
+	gr := schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "userlands"}
+	replaced := apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Userland"}, "lab",
+		field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), "bob", "field is immutable")})
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"gone", apierrors.NewNotFound(gr, "lab"), true},
+		{"replaced", replaced, true},
+		{"forbidden", apierrors.NewForbidden(gr, "lab", errors.New("no")), false},
+		{"conflict", apierrors.NewConflict(gr, "lab", errors.New("x")), false},
+	} {
+		if got := PassOver(tc.err); got != tc.want {
+			t.Errorf("%s: PassOver = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -239,7 +239,7 @@ func (r *CourseReconciler) warm(ctx context.Context, s *courseState, session *ti
 		// A merge patch of one annotation, as the dashboard sends; ul is
 		// the cache's, so the patch goes to a copy.
 		err = r.Client.Patch(ctx, ul.DeepCopy(), patch, client.FieldOwner(FieldOwner))
-		if apierrors.IsNotFound(err) || actions.Replaced(err) {
+		if actions.PassOver(err) {
 			// Gone, or its name now holds another Userland: the cache
 			// shows that soon and the next pass decides on it afresh.
 			// One stale entry must not hold up the rest of the class.

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -153,7 +152,7 @@ func (d *Dashboard) actOnCourse(ctx context.Context, c *v1alpha1.Course, verb ac
 		target := &v1alpha1.Userland{}
 		target.Namespace, target.Name = ul.Namespace, ul.Name
 		err = d.Writer.Patch(ctx, target, patch, client.FieldOwner("userland-dashboard"))
-		if apierrors.IsNotFound(err) || actions.Replaced(err) {
+		if actions.PassOver(err) {
 			// Gone, or its name now holds another Userland than the one
 			// the cache showed: passed over, not counted, and no reason
 			// to leave the rest of the class as it was.
