@@ -36,6 +36,7 @@ var reviewed = map[string][]grant{
 		{what: "bound cluster-wide to ServiceAccount userland-system/userland-controller", why: "Userlands, Courses and templates live in any namespace"},
 		{what: "apps/daemonsets: create delete get list patch watch", why: "a course's image pullers (server-side apply), from a session's warm-up to its end, then deleted"},
 		{what: "apps/deployments: create get list patch watch", why: "one Deployment per Userland (server-side apply); no delete: owner references collect it"},
+		{what: "apps/replicasets: get", why: "whose a pod made in its Deployment's own second is (its ReplicaSet's owner), read only then, so a new environment's Ready pod says Ready without waiting for the Deployment's status; no list or watch: nothing is cached"},
 		{what: "authentication.k8s.io/tokenreviews: create", why: "whoever scrapes the metrics shows a token the API server checks (--metrics-secure)"},
 		{what: "authorization.k8s.io/subjectaccessreviews: create", why: "the webhooks ask whether the requester may do what an object asks for (enroll in a course); the metrics ask whether the scraper may get /metrics"},
 		{what: "events.k8s.io/events: create patch", why: "events on Userlands and Courses, in their namespaces"},

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -213,7 +214,49 @@ func TestObserveHealth(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, ObserveHealth(tc.dep, tc.pods)); diff != "" {
+			if diff := cmp.Diff(tc.want, ObserveHealth(tc.dep, tc.pods, nil)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A pod of the Deployment's own second counts as its current pod only when
+// its ReplicaSet was read and shown to be the Deployment's (owned); the
+// read itself is tested against the real API server.
+func TestObserveHealthTrustsAPodOfTheSameSecondOnlyWhenOwned(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	dep := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	dep.CreationTimestamp = metav1.NewTime(t0)
+	dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
+	pod := func(uid types.UID, ready bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid, Annotations: map[string]string{AnnotationTemplateHash: "h2"}, CreationTimestamp: metav1.NewTime(t0)}}
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return p
+	}
+	later := pod("new", true)
+	later.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+	starting := Health{v1alpha1.PhaseStarting, "Starting", "waiting for the environment's pod to become ready"}
+	ready := Health{v1alpha1.PhaseReady, "Ready", "the environment is serving"}
+	tests := map[string]struct {
+		pods  []corev1.Pod
+		owned map[types.UID]bool
+		want  Health
+	}{
+		"shown to be the Deployment's":                  {[]corev1.Pod{pod("p", true)}, map[types.UID]bool{"p": true}, ready},
+		"not shown (unread, or another's)":              {[]corev1.Pod{pod("p", true)}, nil, starting},
+		"another pod of that second not shown":          {[]corev1.Pod{pod("p", true), pod("q", false)}, map[types.UID]bool{"p": true}, starting},
+		"shown, but not Ready":                          {[]corev1.Pod{pod("p", false)}, map[types.UID]bool{"p": true}, starting},
+		"a later pod beside one of that second unshown": {[]corev1.Pod{later, pod("p", true)}, nil, starting},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, ObserveHealth(dep, tc.pods, tc.owned)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

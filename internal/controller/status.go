@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/userland-dev/userland/api/v1alpha1"
@@ -37,7 +38,10 @@ var failingWaitingReasons = map[string]string{
 
 // ObserveHealth maps a running environment's Deployment and Pods to a
 // phase. stopped environments are handled by the caller.
-func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
+//
+// owned are pods of the Deployment's own second that the API server shows
+// are its (ownedSameSecond); nil when none is known to be.
+func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod, owned map[types.UID]bool) Health {
 	if dep == nil {
 		// The same words as a Deployment still starting: the children are
 		// being applied in this very reconcile, and a distinct status would
@@ -49,7 +53,7 @@ func ObserveHealth(dep *appsv1.Deployment, pods []corev1.Pod) Health {
 			return h
 		}
 	}
-	if rolledOut(dep) || podServing(dep, pods) {
+	if rolledOut(dep) || podServing(dep, pods, owned) {
 		return Health{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonReady, Message: "the environment is serving"}
 	}
 	return Health{Phase: v1alpha1.PhaseStarting, Reason: v1alpha1.ReasonStarting, Message: "waiting for the environment's pod to become ready"}
@@ -78,11 +82,10 @@ func rolledOut(dep *appsv1.Deployment) bool {
 // The current template is told by the annotations the pod inherits from
 // it: the template hash, and the restart request, which changes the pod
 // but not the hash.
-func podServing(dep *appsv1.Deployment, pods []corev1.Pod) bool {
+func podServing(dep *appsv1.Deployment, pods []corev1.Pod, owned map[types.UID]bool) bool {
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
 		return false
 	}
-	want := dep.Spec.Template.Annotations
 	serving := 0
 	for i := range pods {
 		pod := &pods[i]
@@ -92,12 +95,11 @@ func podServing(dep *appsv1.Deployment, pods []corev1.Pod) bool {
 		// A pod made before this Deployment (the previous environment of a
 		// Userland deleted and made again under the same name, still being
 		// garbage-collected) can carry the same hash. Timestamps have whole
-		// seconds: a pod of the same second is not trusted here, and the
+		// seconds: a pod of the same second is trusted only when its
+		// ReplicaSet shows it is this Deployment's (owned); otherwise the
 		// Deployment's own status decides (rolledOut).
-		current := pod.Annotations[AnnotationTemplateHash] != "" &&
-			pod.Annotations[AnnotationTemplateHash] == want[AnnotationTemplateHash] &&
-			pod.Annotations[v1alpha1.AnnotationRestartedAt] == want[v1alpha1.AnnotationRestartedAt] &&
-			pod.CreationTimestamp.After(dep.CreationTimestamp.Time)
+		current := runsPodTemplate(dep, pod) &&
+			(pod.CreationTimestamp.After(dep.CreationTimestamp.Time) || owned[pod.UID])
 		if !current {
 			return false // an old pod is still there: the change is not done
 		}
@@ -156,7 +158,7 @@ func podFailure(pod *corev1.Pod) (Health, bool) {
 
 // reconcileStatus observes the phase; Ready is computed from it after
 // the phases (summarize).
-func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileState) (ctrl.Result, error) {
+func (r *UserlandReconciler) reconcileStatus(ctx context.Context, s *reconcileState) (ctrl.Result, error) {
 	before := s.ul.Status.Phase
 	if s.notAllowed != nil {
 		// Now scaled to zero, it is reported as enforceNamespaceAccess
@@ -171,7 +173,7 @@ func (r *UserlandReconciler) reconcileStatus(_ context.Context, s *reconcileStat
 		return ctrl.Result{}, nil
 	}
 	s.ul.Status.StoppedReason = ""
-	s.health = ObserveHealth(s.dep, s.pods)
+	s.health = ObserveHealth(s.dep, s.pods, r.ownedSameSecond(ctx, s.dep, s.pods))
 	s.ul.Status.Phase = s.health.Phase
 	if before != s.health.Phase {
 		switch s.health.Phase {
