@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,44 +19,48 @@ import (
 
 // ownedSameSecond returns the pods that podServing cannot judge by their
 // creation time (made in the Deployment's own second: timestamps have
-// whole seconds) and that the API server shows are the Deployment's: the
-// pod's controlling ReplicaSet is the one it names (same UID), and that
-// ReplicaSet's controller is this Deployment (same UID). A Deployment's
-// first pod is usually made within a second of it, so without this a new
-// environment whose pod is Ready waited for the Deployment controller to
-// say Available (0.5 to 2 s more in the provisioning benchmark) and, past
-// the first-status window, was written Starting and then Ready.
+// whole seconds) and whose controlling ReplicaSet, read from the API
+// server, is the one the pod names (same UID) and is controlled by this
+// Deployment (same UID). That tells this Deployment's first pod from a
+// lingering pod of a deleted namesake Deployment, which names its own
+// ReplicaSet. It is no defence against someone who may create pods in the
+// namespace and forges the owner reference; such a pod made a second later
+// counted before this check too, and the Service selects it either way.
+// A Deployment's first pod is usually made within a second of it, so
+// without this a new environment whose pod is Ready waited for the
+// Deployment controller to say Available (0.5 to 2 s more in the
+// provisioning benchmark) and, past the first-status window, was written
+// Starting and then Ready.
 //
-// It reads only when that can decide the phase: the Deployment not rolled
-// out, and every pod that is not leaving either made after the Deployment
-// or a Ready pod of its second running its pod template. A read that fails
+// It reads only when the answer can make podServing say yes: the
+// Deployment wants one replica and is not rolled out yet, and its pods,
+// leaving aside those going and those made after it, are exactly one
+// Ready pod of its second running its pod template. A read that fails
 // leaves the pod unjudged: the Deployment's own status decides, as before.
+// The reads stop once the cache shows the Deployment rolled out, so a
+// new environment costs a few (its reconciles until then), and an
+// environment at rest none.
 func (r *UserlandReconciler) ownedSameSecond(ctx context.Context, dep *appsv1.Deployment, pods []corev1.Pod) map[types.UID]bool {
-	if r.APIReader == nil || dep == nil || rolledOut(dep) {
+	if r.APIReader == nil || dep == nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 || rolledOut(dep) {
 		return nil
 	}
-	var candidates []*corev1.Pod
+	var candidate *corev1.Pod
 	for i := range pods {
 		pod := &pods[i]
 		switch {
 		case pod.DeletionTimestamp != nil || pod.CreationTimestamp.After(dep.CreationTimestamp.Time):
 			continue
-		case !pod.CreationTimestamp.Equal(&dep.CreationTimestamp) || !podReady(pod) || !runsPodTemplate(dep, pod):
-			return nil // an older pod, or one not serving: podServing says no whatever is read
-		}
-		candidates = append(candidates, pod)
-	}
-	var owned map[types.UID]bool
-	for _, pod := range candidates {
-		if !r.ownedBy(ctx, pod, dep) {
+		case candidate != nil || !pod.CreationTimestamp.Equal(&dep.CreationTimestamp) || !podReady(pod) || !runsPodTemplate(dep, pod):
+			// Two of the Deployment's second, an older pod, or one not
+			// serving: not the one Ready pod podServing could count.
 			return nil
 		}
-		if owned == nil {
-			owned = map[types.UID]bool{}
-		}
-		owned[pod.UID] = true
+		candidate = pod
 	}
-	return owned
+	if candidate == nil || !r.ownedBy(ctx, candidate, dep) {
+		return nil
+	}
+	return map[types.UID]bool{candidate.UID: true}
 }
 
 // ownedBy reads pod's controlling ReplicaSet (metadata only) and reports
@@ -68,7 +73,14 @@ func (r *UserlandReconciler) ownedBy(ctx context.Context, pod *corev1.Pod, dep *
 	rs := &metav1.PartialObjectMetadata{}
 	rs.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: owner.Name}, rs); err != nil {
-		ctrl.LoggerFrom(ctx).V(1).Info("reading a pod's ReplicaSet; the Deployment's status decides", "pod", pod.Name, "error", err.Error())
+		log := ctrl.LoggerFrom(ctx)
+		if apierrors.IsForbidden(err) && r.replicaSetsForbidden.CompareAndSwap(false, true) {
+			// A ClusterRole without replicasets get (an upgrade that kept
+			// the old one): said once, loudly; every new environment then
+			// waits for its Deployment's status, as before.
+			log.Error(err, "the controller may not read ReplicaSets; new environments say Ready only once their Deployment's status does")
+		}
+		log.V(1).Info("reading a pod's ReplicaSet; the Deployment's status decides", "pod", pod.Name, "error", err.Error())
 		return false
 	}
 	rsOwner := metav1.GetControllerOf(rs)

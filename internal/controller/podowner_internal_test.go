@@ -2,13 +2,16 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +31,8 @@ func TestOwnedSameSecondReadsOnlyWhenItDecides(t *testing.T) {
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice", UID: "dep", CreationTimestamp: metav1.NewTime(t0)},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
 	dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
+	twoReplicas := dep.DeepCopy()
+	twoReplicas.Spec.Replicas = ptr.To[int32](2)
 	rolled := dep.DeepCopy()
 	rolled.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}
@@ -64,6 +69,10 @@ func TestOwnedSameSecondReadsOnlyWhenItDecides(t *testing.T) {
 		"an older pod beside it":            {dep, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2"), pod("o", "mine", "rs1", earlier, true, "h2")}, nil, 0},
 		"the Deployment already rolled out": {rolled, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2")}, nil, 0},
 		"no Deployment":                     {nil, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2")}, nil, 0},
+		"a later pod beside it, going":      {dep, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2"), pod("l", "mine", "rs1", later, false, "h2")}, map[types.UID]bool{"p": true}, 1},
+		"two Ready pods of its second":      {dep, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2"), pod("q", "mine", "rs1", same, true, "h2")}, nil, 0},
+		"two replicas wanted":               {twoReplicas, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2")}, nil, 0},
+		"the read refused":                  {dep, []corev1.Pod{pod("p", "forbidden", "rs9", same, true, "h2")}, nil, 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -73,6 +82,9 @@ func TestOwnedSameSecondReadsOnlyWhenItDecides(t *testing.T) {
 				WithObjects(replicaSet("mine", "rs1", "dep"), replicaSet("theirs", "rs2", "other")).
 				WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 					reads++
+					if key.Name == "forbidden" {
+						return apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "replicasets"}, key.Name, errors.New("no"))
+					}
 					return c.Get(ctx, key, obj, opts...)
 				}}).Build()
 			r := &UserlandReconciler{APIReader: reader}
@@ -82,6 +94,43 @@ func TestOwnedSameSecondReadsOnlyWhenItDecides(t *testing.T) {
 			}
 			if reads != tc.wantReads {
 				t.Errorf("%d reads, want %d", reads, tc.wantReads)
+			}
+		})
+	}
+}
+
+// The status phase asks ownedSameSecond: a new environment whose one pod,
+// made in its Deployment's second, is Ready, and whose ReplicaSet is the
+// Deployment's, is Ready before the Deployment's status says so; without
+// the ReplicaSet it is Starting.
+func TestStatusPhaseReadsTheSameSecondPodsReplicaSet(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice", UID: "dep", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice-1", UID: "p", CreationTimestamp: metav1.NewTime(t0),
+		Annotations:     map[string]string{AnnotationTemplateHash: "h2"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "alice-rs", UID: "rs1", Controller: ptr.To(true)}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice-rs", UID: "rs1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "alice", UID: "dep", Controller: ptr.To(true)}}}}
+	for name, tc := range map[string]struct {
+		reader client.Reader
+		want   v1alpha1.Phase
+	}{
+		"its ReplicaSet read":      {fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).WithObjects(rs).Build(), v1alpha1.PhaseReady},
+		"its ReplicaSet not found": {fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).Build(), v1alpha1.PhaseStarting},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := &UserlandReconciler{APIReader: tc.reader}
+			s := &reconcileState{ul: &v1alpha1.Userland{}, dep: dep, pods: []corev1.Pod{pod}, running: true}
+			if _, err := r.reconcileStatus(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			if s.ul.Status.Phase != tc.want {
+				t.Errorf("phase %q, want %q", s.ul.Status.Phase, tc.want)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -68,6 +69,12 @@ type UserlandReconciler struct {
 	// budget when a restart recorded here turns out not to have been
 	// written; SetupWithManager makes it.
 	budgetFreed chan event.GenericEvent
+	// replicaSetsForbidden is set once reading a ReplicaSet was refused
+	// (ownedBy), so that is logged once.
+	replicaSetsForbidden atomic.Bool
+	// pump wakes the environments waiting for a rollout's place, as many
+	// as are free; SetupWithManager makes it.
+	pump *rolloutPump
 	// status writes Userlands' status; SetupWithManager makes it.
 	status *reconcile.StatusPatcher[*v1alpha1.Userland, v1alpha1.UserlandStatus]
 	// created remembers children created but not yet in the cache.

@@ -581,6 +581,7 @@ func TestRolloutImmediateRespectsMaxUnavailable(t *testing.T) {
 		create(t, userland(ns, fmt.Sprintf("u%d", i), fmt.Sprintf("user%d", i), "t"))
 	}
 	waitAllReady(t, ns, n, 2*time.Minute)
+	env.WaitDeploymentsAvailable(t, ns, time.Minute)
 
 	setImage(t, ns, "t", "example.org/app:2")
 	// 25% of 20 running environments: at most 5 unavailable at any moment.

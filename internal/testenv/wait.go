@@ -84,6 +84,20 @@ func (e *Environment) SampleRollout(ctx context.Context, ns, image string) (Roll
 	return s, nil
 }
 
+// WaitDeploymentsAvailable waits until every Deployment in ns is available
+// at its current generation, as SampleRollout counts it. A rollout's bound
+// is measured on Deployments, and a Userland says Ready from its Ready pod
+// before the Deployment controller records the Deployment available: a
+// rollout test starts from all available, or it counts provisioning's
+// stragglers as the rollout's.
+func (e *Environment) WaitDeploymentsAvailable(t testing.TB, ns string, timeout time.Duration) {
+	t.Helper()
+	e.Eventually(t, timeout, "every Deployment in "+ns+" available", func(ctx context.Context) (bool, error) {
+		seen, err := e.SampleRollout(ctx, ns, "")
+		return err == nil && seen.Unavailable == 0, err
+	})
+}
+
 // conditionSummary is each condition's type, status, reason and message on
 // one line, for a failure message.
 func conditionSummary(conds []metav1.Condition) string {

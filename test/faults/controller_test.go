@@ -345,6 +345,7 @@ func TestLeaderFailoverMidRollout(t *testing.T) {
 	startController(t, "controller-b")
 	createUserlands(t, ns, "lab", n)
 	waitReady(t, ns, n, 5*time.Minute)
+	env.WaitDeploymentsAvailable(t, ns, time.Minute)
 
 	// Sample what is unavailable, from the API server, throughout.
 	var mu sync.Mutex
