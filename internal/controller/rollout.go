@@ -33,48 +33,10 @@ func countsAgainstBudget(dep *appsv1.Deployment) bool {
 // stops counting by expiry (zero if none does): no Deployment event may
 // come to say so.
 func (r *UserlandReconciler) budgetAvailable(ctx context.Context, s *reconcileState) (ok bool, recheck time.Duration, err error) {
-	b, err := r.countBudget(ctx, s.template.Key, client.ObjectKeyFromObject(s.ul), s.now)
-	if err != nil {
-		return false, 0, err
-	}
-	maxUnavailable, err := maxUnavailableOf(s.template.Spec, b.running)
-	if err != nil {
-		return false, 0, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
-	}
-	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.Key,
-		"running", b.running, "unavailable", b.unavailable, "maxUnavailable", maxUnavailable)
-	if b.unavailable < maxUnavailable {
-		return true, 0, nil
-	}
-	if !b.expires.IsZero() {
-		recheck = b.expires.Sub(s.now)
-	}
-	return false, recheck, nil
-}
-
-// maxUnavailableOf is how many of running environments may be unavailable at once
-// under spec's rollout: maxUnavailable, at least one.
-func maxUnavailableOf(spec *v1alpha1.TemplateSpec, running int) (int, error) {
-	n, err := intstr.GetScaledValueFromIntOrPercent(spec.Rollout.MaxUnavailable, running, true)
-	return max(n, 1), err
-}
-
-// budgetCount is a template's environments as a budget decision counts
-// them: those running, those unavailable (the cache's and the restarts in
-// flight the cache does not show yet), and when the soonest counted restart
-// stops counting by expiry (zero if none does).
-type budgetCount struct {
-	running, unavailable int
-	expires              time.Time
-}
-
-// countBudget counts the environments of the template key, leaving out
-// self (the environment deciding; the zero name leaves out none).
-func (r *UserlandReconciler) countBudget(ctx context.Context, key string, self types.NamespacedName, now time.Time) (budgetCount, error) {
 	var siblings v1alpha1.UserlandList
 	// Read-only: the cache's objects are not copied.
-	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: key}, client.UnsafeDisableDeepCopy); err != nil {
-		return budgetCount{}, fmt.Errorf("listing userlands of %s: %w", key, err)
+	if err := r.Client.List(ctx, &siblings, client.MatchingFields{IndexTemplateKey: s.template.Key}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, 0, fmt.Errorf("listing userlands of %s: %w", s.template.Key, err)
 	}
 	running, unavailable := 0, 0
 	// What the restarts in flight are judged by is kept for them alone,
@@ -83,6 +45,7 @@ func (r *UserlandReconciler) countBudget(ctx context.Context, key string, self t
 	// a rollout's controller CPU, with the garbage collection they made).
 	tracked := r.inflight.names()
 	seen := make(map[types.NamespacedName]sibling, len(tracked))
+	self := client.ObjectKeyFromObject(s.ul)
 	// One Deployment read into, not one allocated per sibling; read-only.
 	var dep appsv1.Deployment
 	for i := range siblings.Items {
@@ -98,7 +61,7 @@ func (r *UserlandReconciler) countBudget(ctx context.Context, key string, self t
 				}
 				continue
 			}
-			return budgetCount{}, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
+			return false, 0, fmt.Errorf("getting deployment %s/%s: %w", sib.Namespace, sib.Name, err)
 		}
 		info.shown, info.hash = true, dep.Spec.Template.Annotations[AnnotationTemplateHash]
 		if dep.Spec.Replicas != nil && *dep.Spec.Replicas > 0 {
@@ -117,13 +80,13 @@ func (r *UserlandReconciler) countBudget(ctx context.Context, key string, self t
 			seen[key] = info
 		}
 	}
-	inflight, expires := r.inflight.count(now, func(name types.NamespacedName, to string) bool {
+	inflight, expires := r.inflight.count(s.now, func(name types.NamespacedName, to string) bool {
 		info, listed := seen[name]
 		if _, known := tracked[name]; !known {
 			// Recorded while the siblings were read (a WhenIdle restart of
 			// any template, or one put back after a write that did not
 			// happen): judged now from the cache, counted if listed here.
-			info, listed = r.siblingNow(ctx, name, key)
+			info, listed = r.siblingNow(ctx, name, s.template.Key)
 		}
 		// Not counted here: the environment deciding (its own restart is
 		// what is decided, and a write that failed must not block its
@@ -136,7 +99,21 @@ func (r *UserlandReconciler) countBudget(ctx context.Context, key string, self t
 		// does not show (deleted, or its label removed) still counts.
 		return name == self || info.counted || !listed || (info.shown && info.hash == to)
 	})
-	return budgetCount{running: running, unavailable: unavailable + inflight, expires: expires}, nil
+	unavailable += inflight
+	maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(s.template.Spec.Rollout.MaxUnavailable, running, true)
+	if err != nil {
+		return false, 0, fmt.Errorf("resolving maxUnavailable of %s: %w", s.template.Key, err)
+	}
+	maxUnavailable = max(maxUnavailable, 1)
+	ctrl.LoggerFrom(ctx).V(1).Info("rollout budget", "template", s.template.Key,
+		"running", running, "unavailable", unavailable, "maxUnavailable", maxUnavailable)
+	if unavailable < maxUnavailable {
+		return true, 0, nil
+	}
+	if !expires.IsZero() {
+		recheck = expires.Sub(s.now)
+	}
+	return false, recheck, nil
 }
 
 // siblingNow is what the cache shows of name's environment when a restart

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -283,6 +284,31 @@ func TestRestartNotWrittenWakesTheWaiting(t *testing.T) {
 	case <-r.budgetFreed:
 		t.Error("woken though no place was freed")
 	default:
+	}
+}
+
+// TestDeletedEnvironmentWakesItsTemplatesWaitingRollouts: a deleted
+// environment frees the budget its Deployment or restart held, and its
+// Deployment's events can no longer name the template (the Userland is
+// gone from the cache), so the deletion itself wakes the environments of
+// its template waiting for an update, and no others.
+func TestDeletedEnvironmentWakesItsTemplatesWaitingRollouts(t *testing.T) {
+	t.Parallel()
+	const ns = "class"
+	ul := func(name, tmpl string, pending bool) *v1alpha1.Userland {
+		u := &v1alpha1.Userland{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.UserlandSpec{User: name, TemplateRef: v1alpha1.TemplateReference{Kind: v1alpha1.TemplateKindTemplate, Name: tmpl}}}
+		u.Status.UpdatePending = pending
+		return u
+	}
+	c := fake.NewClientBuilder().WithScheme(v1alpha1.NewScheme()).
+		WithIndex(&v1alpha1.Userland{}, IndexPendingTemplateKey, IndexPendingUserlandByTemplate).
+		WithObjects(ul("waiting", "t", true), ul("current", "t", false), ul("other", "u", true)).Build()
+	r := &UserlandReconciler{Client: c}
+	got := r.pendingSiblingsOfUserland(context.Background(), ul("deleted", "t", false))
+	want := []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: "waiting"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("woken by the deletion (-want +got):\n%s", diff)
 	}
 }
 

@@ -166,11 +166,6 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 	r.firstStatus = &reconcile.FirstStatusHold{Window: r.FirstStatusWindow}
 	r.created.TTL = createdTTL
 	r.budgetFreed = make(chan event.GenericEvent, 256)
-	rolloutWake := make(chan event.GenericEvent, 1024)
-	r.pump = newRolloutPump(r, rolloutWake)
-	if err := mgr.Add(r.pump); err != nil {
-		return fmt.Errorf("adding the rollout pump: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userland").
 		For(&v1alpha1.Userland{}).
@@ -188,19 +183,17 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		Watches(&v1alpha1.ClusterTemplate{}, handler.EnqueueRequestsFromMapFunc(r.userlandsOfTemplate(v1alpha1.TemplateKindClusterTemplate)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A sibling rolled out, stopped or gone frees Immediate rollout
-		// budget: the pump wakes as many waiting as there are places.
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pokeRolloutOfChild), builder.WithPredicates(freesRolloutPlace)).
+		// budget.
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblings), builder.WithPredicates(freesRolloutPlace)).
 		// One deleted or moved to another template frees any budget it
 		// held under the template it leaves: its Deployment and its
 		// restart stop counting once it is no longer listed there, and
 		// its Deployment's own events now name another template or none.
 		// An update is mapped for both its old object (the template left,
 		// whose waiting are woken) and its new one.
-		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.pokeRolloutOfUserland), builder.WithPredicates(leavesTemplate)).
+		Watches(&v1alpha1.Userland{}, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfUserland), builder.WithPredicates(leavesTemplate)).
 		// A restart recorded but not written frees its place too.
-		WatchesRawSource(source.Channel(r.budgetFreed, handler.EnqueueRequestsFromMapFunc(r.pokeRolloutOfUserland))).
-		// The ones the pump wakes.
-		WatchesRawSource(source.Channel(rolloutWake, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.budgetFreed, handler.EnqueueRequestsFromMapFunc(r.pendingSiblingsOfUserland))).
 		// One stopping frees a place in its course's queue.
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.queuedOfCourse), builder.WithPredicates(scaledDown)).
 		// One joining or leaving a queue moves the others' places.
@@ -282,14 +275,18 @@ func userlandOfLabelled(_ context.Context, obj client.Object) []ctrl.Request {
 
 func (r *UserlandReconciler) userlandsOfTemplate(kind v1alpha1.TemplateKind) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []ctrl.Request {
-		return r.requestsFor(ctx, templates.Key(kind, obj.GetNamespace(), obj.GetName()))
+		return r.requestsFor(ctx, templates.Key(kind, obj.GetNamespace(), obj.GetName()), false)
 	}
 }
 
-func (r *UserlandReconciler) requestsFor(ctx context.Context, key string) []ctrl.Request {
+func (r *UserlandReconciler) requestsFor(ctx context.Context, key string, onlyPending bool) []ctrl.Request {
+	index := IndexTemplateKey
+	if onlyPending {
+		index = IndexPendingTemplateKey
+	}
 	var list v1alpha1.UserlandList
 	// Read-only: the cache's objects are not copied.
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexTemplateKey: key}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index: key}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing userlands of template", "template", key)
 		return nil
 	}
@@ -300,23 +297,24 @@ func (r *UserlandReconciler) requestsFor(ctx context.Context, key string) []ctrl
 	return reqs
 }
 
-// pokeRolloutOfChild pokes the rollout pump with the template of a
-// Deployment's Userland; it enqueues nothing itself.
-func (r *UserlandReconciler) pokeRolloutOfChild(ctx context.Context, obj client.Object) []ctrl.Request {
-	if ul := r.userlandOfChild(ctx, obj); ul != nil {
-		r.pump.poke(templates.UserlandKey(ul))
+// pendingSiblings maps a Deployment to the Userlands of the same template
+// still waiting for an update.
+func (r *UserlandReconciler) pendingSiblings(ctx context.Context, obj client.Object) []ctrl.Request {
+	ul := r.userlandOfChild(ctx, obj)
+	if ul == nil {
+		return nil
 	}
-	return nil
+	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
 }
 
-// pokeRolloutOfUserland pokes the rollout pump with a Userland's template
-// (one deleted, moved away, or whose restart was not written); it enqueues
-// nothing itself.
-func (r *UserlandReconciler) pokeRolloutOfUserland(_ context.Context, obj client.Object) []ctrl.Request {
-	if ul, ok := obj.(*v1alpha1.Userland); ok {
-		r.pump.poke(templates.UserlandKey(ul))
+// pendingSiblingsOfUserland maps a Userland (deleted, or whose restart
+// was not written) to those of its template still waiting for an update.
+func (r *UserlandReconciler) pendingSiblingsOfUserland(ctx context.Context, obj client.Object) []ctrl.Request {
+	ul, ok := obj.(*v1alpha1.Userland)
+	if !ok {
+		return nil
 	}
-	return nil
+	return r.requestsFor(ctx, templates.UserlandKey(ul), true)
 }
 
 // userlandOfChild reads, from the cache, the Userland a labelled child

@@ -72,9 +72,6 @@ type UserlandReconciler struct {
 	// replicaSetsForbidden is set once reading a ReplicaSet was refused
 	// (ownedBy), so that is logged once.
 	replicaSetsForbidden atomic.Bool
-	// pump wakes the environments waiting for a rollout's place, as many
-	// as are free; SetupWithManager makes it.
-	pump *rolloutPump
 	// status writes Userlands' status; SetupWithManager makes it.
 	status *reconcile.StatusPatcher[*v1alpha1.Userland, v1alpha1.UserlandStatus]
 	// created remembers children created but not yet in the cache.
