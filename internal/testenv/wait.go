@@ -89,7 +89,8 @@ func (e *Environment) SampleRollout(ctx context.Context, ns, image string) (Roll
 // is measured on Deployments, and a Userland says Ready from its Ready pod
 // before the Deployment controller records the Deployment available: a
 // rollout test starts from all available, or it counts provisioning's
-// stragglers as the rollout's.
+// stragglers as the rollout's. A Deployment scaled to zero never counts
+// as available here: for namespaces whose environments all run.
 func (e *Environment) WaitDeploymentsAvailable(t testing.TB, ns string, timeout time.Duration) {
 	t.Helper()
 	e.Eventually(t, timeout, "every Deployment in "+ns+" available", func(ctx context.Context) (bool, error) {
