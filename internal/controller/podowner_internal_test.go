@@ -27,30 +27,14 @@ import (
 // answer is read right is TestPodOwnedByItsDeploymentThroughItsReplicaSet.
 func TestOwnedSameSecondReadsOnlyWhenItDecides(t *testing.T) {
 	t.Parallel()
-	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice", UID: "dep", CreationTimestamp: metav1.NewTime(t0)},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
-	dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
+	t0 := sameSecondT0
+	dep := deploymentAt(t0)
 	twoReplicas := dep.DeepCopy()
 	twoReplicas.Spec.Replicas = ptr.To[int32](2)
 	rolled := dep.DeepCopy()
 	rolled.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}
-	replicaSet := func(name string, uid, owner types.UID) *appsv1.ReplicaSet {
-		return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: name, UID: uid,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "alice", UID: owner, Controller: ptr.To(true)}}}}
-	}
-	pod := func(uid types.UID, rs string, rsUID types.UID, at time.Time, ready bool, hash string) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: string(uid), UID: uid, CreationTimestamp: metav1.NewTime(at),
-			Annotations:     map[string]string{AnnotationTemplateHash: hash},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: rsUID, Controller: ptr.To(true)}}}}
-		status := corev1.ConditionFalse
-		if ready {
-			status = corev1.ConditionTrue
-		}
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
-		return p
-	}
+	replicaSet, pod := replicaSetOf, podOfReplicaSet
 	// Stored times have whole seconds: a pod of the second is stamped t0.
 	same, later, earlier := t0, t0.Add(time.Second), t0.Add(-time.Second)
 	tests := map[string]struct {
@@ -69,7 +53,7 @@ func TestOwnedSameSecondReadsOnlyWhenItDecides(t *testing.T) {
 		"an older pod beside it":            {dep, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2"), pod("o", "mine", "rs1", earlier, true, "h2")}, nil, 0},
 		"the Deployment already rolled out": {rolled, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2")}, nil, 0},
 		"no Deployment":                     {nil, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2")}, nil, 0},
-		"a later pod beside it, going":      {dep, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2"), pod("l", "mine", "rs1", later, false, "h2")}, map[types.UID]bool{"p": true}, 1},
+		"a later pod, not Ready, beside it": {dep, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2"), pod("l", "mine", "rs1", later, false, "h2")}, map[types.UID]bool{"p": true}, 1},
 		"two Ready pods of its second":      {dep, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2"), pod("q", "mine", "rs1", same, true, "h2")}, nil, 0},
 		"two replicas wanted":               {twoReplicas, []corev1.Pod{pod("p", "mine", "rs1", same, true, "h2")}, nil, 0},
 		"the read refused":                  {dep, []corev1.Pod{pod("p", "forbidden", "rs9", same, true, "h2")}, nil, 1},
@@ -105,16 +89,9 @@ func TestOwnedSameSecondReadsOnlyWhenItDecides(t *testing.T) {
 // the ReplicaSet it is Starting.
 func TestStatusPhaseReadsTheSameSecondPodsReplicaSet(t *testing.T) {
 	t.Parallel()
-	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice", UID: "dep", CreationTimestamp: metav1.NewTime(t0)},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
-	dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
-	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice-1", UID: "p", CreationTimestamp: metav1.NewTime(t0),
-		Annotations:     map[string]string{AnnotationTemplateHash: "h2"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "alice-rs", UID: "rs1", Controller: ptr.To(true)}}},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice-rs", UID: "rs1",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "alice", UID: "dep", Controller: ptr.To(true)}}}}
+	dep := deploymentAt(sameSecondT0)
+	pod := podOfReplicaSet("p", "alice-rs", "rs1", sameSecondT0, true, "h2")
+	rs := replicaSetOf("alice-rs", "rs1", "dep")
 	for name, tc := range map[string]struct {
 		reader client.Reader
 		want   v1alpha1.Phase
@@ -134,4 +111,37 @@ func TestStatusPhaseReadsTheSameSecondPodsReplicaSet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sameSecondT0 is when the tests' Deployment was made; stored times have
+// whole seconds, so a pod of that second is stamped the same.
+var sameSecondT0 = time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+
+// deploymentAt is alice's Deployment, UID "dep", made at t0: one replica,
+// pod template hash "h2", not yet rolled out.
+func deploymentAt(t0 time.Time) *appsv1.Deployment {
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: "alice", UID: "dep", CreationTimestamp: metav1.NewTime(t0)},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}}
+	dep.Spec.Template.Annotations = map[string]string{AnnotationTemplateHash: "h2"}
+	return dep
+}
+
+// replicaSetOf is a ReplicaSet controlled by the Deployment of UID owner.
+func replicaSetOf(name string, uid, owner types.UID) *appsv1.ReplicaSet {
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: name, UID: uid,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "alice", UID: owner, Controller: ptr.To(true)}}}}
+}
+
+// podOfReplicaSet is a pod that names the ReplicaSet rs (of UID rsUID) as
+// its controller, made at at, Ready or not, running pod template hash.
+func podOfReplicaSet(uid types.UID, rs string, rsUID types.UID, at time.Time, ready bool, hash string) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "class", Name: string(uid), UID: uid, CreationTimestamp: metav1.NewTime(at),
+		Annotations:     map[string]string{AnnotationTemplateHash: hash},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: rsUID, Controller: ptr.To(true)}}}}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	return p
 }
