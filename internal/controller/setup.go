@@ -166,6 +166,11 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 	r.firstStatus = &reconcile.FirstStatusHold{Window: r.FirstStatusWindow}
 	r.created.TTL = createdTTL
 	r.budgetFreed = make(chan event.GenericEvent, 256)
+	siblings, err := newSiblingReader(context.Background(), mgr.GetCache(), r.Client)
+	if err != nil {
+		return err
+	}
+	r.siblings = siblings
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userland").
 		For(&v1alpha1.Userland{}).

@@ -65,6 +65,9 @@ type UserlandReconciler struct {
 	Metrics *Metrics
 
 	inflight rolloutTracker
+	// siblings is what rollout budget decisions read the template's
+	// environments with; SetupWithManager makes it (siblingReader).
+	siblings siblingReader
 	// budgetFreed wakes a template's environments waiting for rollout
 	// budget when a restart recorded here turns out not to have been
 	// written; SetupWithManager makes it.
