@@ -9,7 +9,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
 )
 
 // OwnedBy is ownedBy for the tests against the real API server, read
