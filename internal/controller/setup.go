@@ -171,6 +171,10 @@ func (r *UserlandReconciler) SetupWithManager(mgr ctrl.Manager, workers int) err
 		return err
 	}
 	r.siblings = siblings
+	if _, indexed := siblings.(indexedSiblings); !indexed {
+		// Correct, but each budget decision then copies every sibling.
+		mgr.GetLogger().Info("rollout budget decisions read through the cached client: the cache's informers expose no indexer")
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userland").
 		For(&v1alpha1.Userland{}).

@@ -2,8 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,27 +56,42 @@ func (c clientSiblings) siblings(ctx context.Context, templateKey string, visit 
 	return nil
 }
 
-// indexedSiblings reads the informers' indexers themselves: the keys of
-// the template's Userlands (a Userland's key is its Deployment's) and the
-// pointers the Deployment cache holds, with nothing copied per sibling.
-type indexedSiblings struct{ userlandIndex, deploymentIndex toolscache.Indexer }
+// indexedSiblings reads the informers' indexers themselves: the cache's
+// own Userlands of the template and the pointers the Deployment cache
+// holds, with nothing copied per sibling.
+type indexedSiblings struct {
+	userlandIndex, deploymentIndex   toolscache.Indexer
+	userlandSynced, deploymentSynced func() bool
+}
 
 // indexBudgetTemplate indexes Userlands by template key (the same values
 // as IndexTemplateKey) in the informer's own indexer, where
 // controller-runtime's field index is kept under names of its own.
 const indexBudgetTemplate = "userland.dev/budget-template"
 
+// errSiblingsNotSynced refuses a decision before the caches hold every
+// object: an empty cache would count no sibling unavailable. (The cached
+// client waits for the sync instead; a reconcile runs only after it.)
+var errSiblingsNotSynced = errors.New("the userland and deployment caches have not synced")
+
 func (x indexedSiblings) siblings(_ context.Context, templateKey string, visit func(types.NamespacedName, *appsv1.Deployment) error) error {
-	keys, err := x.userlandIndex.IndexKeys(indexBudgetTemplate, templateKey)
+	if !x.userlandSynced() || !x.deploymentSynced() {
+		return errSiblingsNotSynced
+	}
+	// ByIndex, not IndexKeys: IndexKeys sorts the keys, under the
+	// indexer's lock, on every decision.
+	objs, err := x.userlandIndex.ByIndex(indexBudgetTemplate, templateKey)
 	if err != nil {
 		return fmt.Errorf("listing userlands of %s: %w", templateKey, err)
 	}
-	for _, key := range keys {
-		namespace, name, ok := strings.Cut(key, "/")
+	for _, obj := range objs {
+		ul, ok := obj.(*v1alpha1.Userland)
 		if !ok {
-			return fmt.Errorf("listing userlands of %s: a key without a namespace, %q", templateKey, key)
+			return fmt.Errorf("listing userlands of %s: the cache holds a %T", templateKey, obj)
 		}
+		// A Userland's key is its Deployment's.
 		var dep *appsv1.Deployment
+		key := ul.Namespace + "/" + ul.Name
 		if obj, exists, err := x.deploymentIndex.GetByKey(key); err != nil {
 			return fmt.Errorf("getting deployment %s: %w", key, err)
 		} else if exists {
@@ -84,7 +99,7 @@ func (x indexedSiblings) siblings(_ context.Context, templateKey string, visit f
 				return fmt.Errorf("getting deployment %s: the cache holds a %T", key, obj)
 			}
 		}
-		if err := visit(types.NamespacedName{Namespace: namespace, Name: name}, dep); err != nil {
+		if err := visit(types.NamespacedName{Namespace: ul.Namespace, Name: ul.Name}, dep); err != nil {
 			return err
 		}
 	}
@@ -121,5 +136,6 @@ func newSiblingReader(ctx context.Context, c cache.Informers, reader client.Read
 	if err != nil {
 		return nil, fmt.Errorf("indexing userlands by template for rollout budgets: %w", err)
 	}
-	return indexedSiblings{userlandIndex: ulIndexed.GetIndexer(), deploymentIndex: depIndexed.GetIndexer()}, nil
+	return indexedSiblings{userlandIndex: ulIndexed.GetIndexer(), deploymentIndex: depIndexed.GetIndexer(),
+		userlandSynced: uls.HasSynced, deploymentSynced: deps.HasSynced}, nil
 }

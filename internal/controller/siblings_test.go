@@ -2,12 +2,14 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,43 +20,67 @@ import (
 	"github.com/userland-dev/userland/api/v1alpha1"
 	"github.com/userland-dev/userland/internal/controller"
 	"github.com/userland-dev/userland/internal/templates"
+	"github.com/userland-dev/userland/internal/testobj"
 )
 
 // A rollout budget decision reads a template's environments and their
 // Deployments straight from the cache's indexers where it can, and through
 // the cached client where it cannot (a cache of several namespaces). Both
 // read the same objects from a real API server: the template's Userlands
-// only, each with the Deployment the cache shows (the controller's
-// labelled ones), or none.
+// only (a ClusterTemplate's in every namespace; none deleted), each with
+// the Deployment the cache shows (the controller's labelled ones), or
+// none.
 func TestBudgetSiblingsReadTheSameFromIndexersAndClient(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ns := env.Namespace(t)
+	ns, ns2 := env.Namespace(t), env.Namespace(t)
+	shared := ns + "-shared" // a ClusterTemplate's name of this test alone
+	gone := userland(ns, "gus", "gus", "lab")
 	create(t,
 		userland(ns, "ada", "ada", "lab"),
 		userland(ns, "bob", "bob", "lab"),
 		userland(ns, "cy", "cy", "lab"),
-		userland(ns, "dee", "dee", "other"),
+		gone,
+		userland(ns2, "ada", "ada", "lab"), // the same template's name, another namespace's template
+		testobj.MakeUserland(ns, "eve", "eve", shared).ClusterTemplate().Obj(),
+		testobj.MakeUserland(ns2, "fay", "fay", shared).ClusterTemplate().Obj(),
 		budgetDeployment(ns, "ada", 1, "h1", true),
 		budgetDeployment(ns, "bob", 0, "h2", true),
 		// Not the controller's (no managed-by label): the cache holds
 		// only labelled children, so it is not seen.
 		budgetDeployment(ns, "cy", 1, "h3", false),
-		budgetDeployment(ns, "dee", 1, "h4", true),
+		budgetDeployment(ns, "gus", 1, "h4", true),
+		budgetDeployment(ns2, "ada", 1, "h5", true),
+		budgetDeployment(ns2, "fay", 1, "h6", true),
 	)
-	want := []controller.BudgetSibling{
-		{Name: ns + "/ada", Deployment: true, Replicas: 1, Hash: "h1"},
-		{Name: ns + "/bob", Deployment: true, Replicas: 0, Hash: "h2"},
-		{Name: ns + "/cy"},
+	if err := env.Client.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
 	}
-	key := templates.Key(v1alpha1.TemplateKindTemplate, ns, "lab")
+	want := map[string][]controller.BudgetSibling{
+		templates.Key(v1alpha1.TemplateKindTemplate, ns, "lab"): {
+			{Name: ns + "/ada", Deployment: true, Replicas: 1, Hash: "h1"},
+			{Name: ns + "/bob", Deployment: true, Replicas: 0, Hash: "h2"},
+			{Name: ns + "/cy"},
+		},
+		templates.Key(v1alpha1.TemplateKindTemplate, ns2, "lab"): {
+			{Name: ns2 + "/ada", Deployment: true, Replicas: 1, Hash: "h5"},
+		},
+		templates.Key(v1alpha1.TemplateKindClusterTemplate, "", shared): {
+			{Name: ns + "/eve"},
+			{Name: ns2 + "/fay", Deployment: true, Replicas: 1, Hash: "h6"},
+		},
+		templates.Key(v1alpha1.TemplateKindTemplate, ns, "none"): nil,
+	}
+	for _, siblings := range want {
+		sortSiblings(siblings) // the namespaces' names are random
+	}
 	for name, tc := range map[string]struct {
 		opts        cache.Options
 		wantIndexed bool
 	}{
 		"the manager's cache: its indexers": {opts: controller.CacheOptions(), wantIndexed: true},
-		"a cache of namespaces: the client": {opts: namespaced(controller.CacheOptions(), ns), wantIndexed: false},
+		"a cache of namespaces: the client": {opts: namespaced(controller.CacheOptions(), ns, ns2), wantIndexed: false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.opts.Scheme = env.Client.Scheme()
@@ -76,26 +102,43 @@ func TestBudgetSiblingsReadTheSameFromIndexersAndClient(t *testing.T) {
 			if indexed != tc.wantIndexed {
 				t.Fatalf("read from the indexers: %v, want %v", indexed, tc.wantIndexed)
 			}
+			if indexed {
+				if _, err := read(shared); err == nil {
+					t.Error("read before the caches synced: no error, want one (an empty cache counts no sibling)")
+				}
+			}
 			go func() { _ = c.Start(ctx) }()
 			if !c.WaitForCacheSync(ctx) {
 				t.Fatal("cache did not sync")
 			}
-			var got []controller.BudgetSibling
+			got := map[string][]controller.BudgetSibling{}
 			env.Eventually(t, time.Minute, "the cache to show every object", func(context.Context) (bool, error) {
-				var err error
-				got, err = read(key)
-				sortSiblings(got)
-				return cmp.Diff(want, got) == "", err
+				for key := range want {
+					siblings, err := read(key)
+					if err != nil {
+						return false, err
+					}
+					sortSiblings(siblings)
+					got[key] = siblings
+				}
+				// Not an error to stop on: what a timeout reports it last saw.
+				if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+					return false, fmt.Errorf("(-want +got):\n%s", diff)
+				}
+				return true, nil
 			})
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func namespaced(opts cache.Options, ns string) cache.Options {
-	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+func namespaced(opts cache.Options, namespaces ...string) cache.Options {
+	opts.DefaultNamespaces = map[string]cache.Config{}
+	for _, ns := range namespaces {
+		opts.DefaultNamespaces[ns] = cache.Config{}
+	}
 	return opts
 }
 
